@@ -1,0 +1,67 @@
+"""What every worker sends: the concrete input rows and what each row must produce.
+
+Built identically in the parent (to fail early on a bad ``--shape`` or data file) and in every
+worker (so that nothing large crosses the process boundary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .control import ModelInfo
+from .options import Options
+from .tensors import NUMPY, DataSet, Tensor, TensorSpec, generate, load_file, resolve_shape
+
+
+@dataclass
+class Plan:
+    rows: list[list[Tensor]]
+    expected: list[list[Tensor]]  # per row; empty list: structure checks only
+    outputs: list[TensorSpec]
+    output_sizes: list[int]  # bytes to reserve per output (shared memory)
+
+    def expected_for(self, row: int) -> list[Tensor] | None:
+        return self.expected[row % len(self.expected)] if self.expected else None
+
+
+def build(opts: Options, info: ModelInfo) -> Plan:
+    batching = None if info.max_batch_size is None else info.max_batch_size > 0
+    shapes = {
+        spec.name: resolve_shape(spec, opts.shapes.get(spec.name), opts.batch_size, batching)
+        for spec in info.inputs
+    }
+    unknown = set(opts.shapes) - set(shapes)
+    if unknown:
+        raise ValueError(f"--shape names unknown inputs {sorted(unknown)}; "
+                         f"the model has {sorted(shapes)}")
+    if opts.input_data in ("random", "zero"):
+        row = [generate(s, shapes[s.name], opts.input_data, seed=i)
+               for i, s in enumerate(info.inputs)]
+        data = DataSet([row])
+    else:
+        data = load_file(opts.input_data, info.inputs, info.outputs, shapes)
+    sizes = [_output_size(o, info, data, opts, batching) for o in info.outputs]
+    return Plan(data.inputs, data.expected, list(info.outputs), sizes)
+
+
+def _output_size(
+    spec: TensorSpec, info: ModelInfo, data: DataSet, opts: Options, batching: bool | None
+) -> int:
+    """Bytes an output needs: from its shape when fixed, else the best evidence available."""
+    for row in data.expected:
+        for t in row:
+            if t.name == spec.name:
+                return max(len(t.raw()), 1)
+    if spec.datatype != "BYTES":
+        dims = list(spec.shape)
+        if batching or (batching is None and dims and dims[0] == -1):
+            dims = [opts.batch_size] + dims[1:]
+        if dims and all(d >= 0 for d in dims):
+            return max(int(np.prod(dims)) * np.dtype(NUMPY[spec.datatype]).itemsize, 1)
+        # An output shaped like an input of the same type (identity, add_sub) is as large.
+        for s, t in zip(info.inputs, data.inputs[0]):
+            if s.datatype == spec.datatype and len(s.shape) == len(spec.shape):
+                return max(len(t.raw()), 1)
+    return opts.output_shm_size
