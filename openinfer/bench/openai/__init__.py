@@ -1,0 +1,1 @@
+"""``openinfer bench openai``: genai-perf's measurements for OpenAI-compatible endpoints."""
