@@ -1,0 +1,1 @@
+"""Backends: the plug-ins that compute (python, onnxruntime, pytorch, LLM engines)."""

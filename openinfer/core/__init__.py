@@ -1,0 +1,1 @@
+"""The frontend-neutral core: requests, models, scheduling, statistics, repository."""

@@ -1,0 +1,94 @@
+"""The seam between the core and every backend.
+
+A backend turns a model directory into instances; an instance executes a batch of requests
+and answers each through its ResponseSender (once for ordinary models, any number of times
+for decoupled ones). The core owns scheduling, validation and statistics; backends only compute.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._proto import model_config_pb2 as mc
+from .responses import ResponseSender
+from .stats import ExecutionTiming
+from .types import InferRequest
+
+if TYPE_CHECKING:
+    from .server import InferenceServer
+
+
+@dataclass
+class ModelContext:
+    """Everything a backend needs to load one version of one model."""
+
+    name: str
+    version: int
+    config: mc.ModelConfig
+    model_dir: Path  # <repository>/<model>
+    version_dir: Path  # <repository>/<model>/<version>
+    backend_name: str
+    server: InferenceServer | None = None
+    #: `--backend-config <backend>,<key>=<value>` entries for this backend.
+    backend_config: Mapping[str, str] = field(default_factory=dict)
+    auto_complete: bool = True
+
+    @property
+    def decoupled(self) -> bool:
+        return self.config.model_transaction_policy.decoupled
+
+
+@dataclass
+class InstanceSpec:
+    """One instance to create: which group it belongs to and where it runs."""
+
+    name: str  # e.g. "add_sub_0_1"
+    kind: int  # mc.ModelInstanceGroup.Kind
+    device_id: int
+    group: mc.ModelInstanceGroup
+
+
+class ModelInstance(abc.ABC):
+    """One copy of a model that executes one batch at a time."""
+
+    spec: InstanceSpec
+
+    @abc.abstractmethod
+    async def execute(
+        self, requests: list[InferRequest], senders: list[ResponseSender]
+    ) -> ExecutionTiming:
+        """Run a batch; answer every request through its sender before or after returning."""
+
+    async def stop(self) -> None:
+        """Release the instance (finalize the model, end its process)."""
+
+    @property
+    def healthy(self) -> bool:
+        return True
+
+    def on_failure(self, callback: Callable[[], Awaitable[None]]) -> None:  # noqa: B027
+        """Register a coroutine to run when the instance dies outside a request."""
+
+
+class Backend(abc.ABC):
+    """Loads models of one kind (python, onnxruntime, pytorch, ...)."""
+
+    name: str = ""
+
+    async def auto_complete(self, ctx: ModelContext) -> None:  # noqa: B027
+        """Fill what the config leaves out (inputs, outputs, max_batch_size) in place."""
+
+    @abc.abstractmethod
+    async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
+        """Start one instance; raise an OpenInferError if the model cannot load."""
+
+    async def unload(self, ctx: ModelContext) -> None:  # noqa: B027
+        """Called once after every instance of a model version has stopped."""
+
+
+BackendFactory = Callable[[str], "Backend | None"]
+Extra = dict[str, Any]

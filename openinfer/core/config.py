@@ -1,0 +1,214 @@
+"""Model configuration: config.pbtxt parsed with protobuf text_format into our own messages.
+
+Also Triton's normalisation (what `GET .../config` shows after load), its JSON form, and the
+checks that make a broken config an UNAVAILABLE model with a readable reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import json_format, text_format
+
+from .._proto import model_config_pb2 as mc
+from .errors import InvalidArgumentError
+
+ModelConfig = mc.ModelConfig
+
+#: platform -> backend, as Triton resolves them.
+PLATFORM_BACKENDS = {
+    "onnxruntime_onnx": "onnxruntime",
+    "pytorch_libtorch": "pytorch",
+    "ensemble": "ensemble",
+}
+#: default model file per backend (`default_model_filename` overrides it).
+DEFAULT_MODEL_FILES = {
+    "python": "model.py",
+    "onnxruntime": "model.onnx",
+    "pytorch": "model.pt",
+}
+#: backends whose CPU instance groups default to two instances (Triton's rule).
+_TWO_CPU_INSTANCE_BACKENDS = {"onnxruntime", "tensorflow"}
+
+
+def read_config_text(model_dir: Path, config_name: str | None = None) -> str | None:
+    """The text of a model's config file, honouring `--model-config-name`; None if absent."""
+    candidates = []
+    if config_name:
+        candidates.append(model_dir / "configs" / f"{config_name}.pbtxt")
+    candidates.append(model_dir / "config.pbtxt")
+    for path in candidates:
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return None
+
+
+def parse_config_text(text: str) -> mc.ModelConfig:
+    config = mc.ModelConfig()
+    try:
+        text_format.Parse(text, config)
+    except text_format.ParseError as exc:
+        raise InvalidArgumentError(f"failed to parse model configuration: {exc}") from exc
+    return config
+
+
+def parse_config_json(text: str) -> mc.ModelConfig:
+    """A config override sent with a load request (protobuf JSON, unknown fields refused)."""
+    config = mc.ModelConfig()
+    try:
+        json_format.Parse(text, config, ignore_unknown_fields=False)
+    except (json_format.ParseError, ValueError) as exc:
+        raise InvalidArgumentError(f"Invalid config override: {exc}") from exc
+    return config
+
+
+def resolve_backend(config: mc.ModelConfig, version_dir: Path | None) -> str:
+    """The backend a model runs on: `backend`, else from `platform`, else from its files."""
+    if config.backend:
+        return config.backend
+    if config.platform:
+        return PLATFORM_BACKENDS.get(config.platform, config.platform)
+    if version_dir is not None and version_dir.is_dir():
+        names = set(os.listdir(version_dir))
+        for backend, filename in DEFAULT_MODEL_FILES.items():
+            if filename in names:
+                return backend
+    return ""
+
+
+def model_file(config: mc.ModelConfig, backend: str) -> str:
+    return config.default_model_filename or DEFAULT_MODEL_FILES.get(backend, "")
+
+
+def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
+    """Fill the defaults Triton fills before a model is served (in place)."""
+    if config.name and config.name != model_name:
+        raise InvalidArgumentError(
+            f"unexpected 'name' in model configuration: expected '{model_name}', got '{config.name}'"
+        )
+    config.name = model_name
+    if not config.platform and not config.backend and backend:
+        config.backend = backend
+    if backend == "ensemble":
+        config.platform = config.platform or "ensemble"
+    if not config.HasField("version_policy"):
+        config.version_policy.latest.num_versions = 1
+    if config.HasField("dynamic_batching"):
+        db = config.dynamic_batching
+        if not db.preferred_batch_size and config.max_batch_size > 0:
+            db.preferred_batch_size.append(config.max_batch_size)
+    if config.HasField("sequence_batching"):
+        sb = config.sequence_batching
+        if sb.max_sequence_idle_microseconds == 0:
+            sb.max_sequence_idle_microseconds = 1_000_000
+        if sb.HasField("oldest") and not sb.oldest.preferred_batch_size and config.max_batch_size > 0:
+            sb.oldest.preferred_batch_size.append(config.max_batch_size)
+    if backend != "ensemble":
+        opt = config.optimization
+        if not opt.HasField("input_pinned_memory"):
+            opt.input_pinned_memory.enable = True
+        if not opt.HasField("output_pinned_memory"):
+            opt.output_pinned_memory.enable = True
+        if not config.instance_group:
+            config.instance_group.add()
+        for index, group in enumerate(config.instance_group):
+            if not group.name:
+                group.name = f"{model_name}_{index}"
+            if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
+                group.kind = mc.ModelInstanceGroup.KIND_CPU
+            if group.count == 0:
+                two = group.kind == mc.ModelInstanceGroup.KIND_CPU and backend in _TWO_CPU_INSTANCE_BACKENDS
+                group.count = 2 if two else 1
+
+
+def validate(config: mc.ModelConfig) -> None:
+    """Reject configs Triton would refuse, with a message naming the field."""
+    if config.max_batch_size < 0:
+        raise InvalidArgumentError(f"'max_batch_size' must be non-negative for model '{config.name}'")
+    seen: set[str] = set()
+    for kind, tensors in (("input", config.input), ("output", config.output)):
+        for tensor in tensors:
+            if not tensor.name:
+                raise InvalidArgumentError(f"model '{config.name}' has an {kind} with no name")
+            if tensor.name in seen and kind == "input":
+                raise InvalidArgumentError(f"duplicate input name '{tensor.name}' in model '{config.name}'")
+            seen.add(tensor.name)
+            if tensor.data_type == mc.TYPE_INVALID:
+                raise InvalidArgumentError(
+                    f"model '{config.name}' {kind} '{tensor.name}' must specify 'data_type'"
+                )
+            for dim in tensor.dims:
+                if dim < -1 or dim == 0 and not tensor.HasField("reshape"):
+                    if dim < -1:
+                        raise InvalidArgumentError(
+                            f"model '{config.name}' {kind} '{tensor.name}' dimension must be "
+                            f"integer >= 1, or -1 to indicate a variable-size dimension"
+                        )
+        seen = set() if kind == "input" else seen
+
+
+_INT_PATHS = (
+    ("input", "*", "dims"),
+    ("input", "*", "reshape", "shape"),
+    ("output", "*", "dims"),
+    ("output", "*", "reshape", "shape"),
+    ("version_policy", "specific", "versions"),
+    ("dynamic_batching", "max_queue_delay_microseconds"),
+    ("dynamic_batching", "priority_levels"),
+    ("dynamic_batching", "default_priority_level"),
+    ("dynamic_batching", "default_queue_policy", "default_timeout_microseconds"),
+    ("dynamic_batching", "priority_queue_policy", "{}", "default_timeout_microseconds"),
+    ("sequence_batching", "max_sequence_idle_microseconds"),
+    ("sequence_batching", "oldest", "max_queue_delay_microseconds"),
+    ("sequence_batching", "direct", "max_queue_delay_microseconds"),
+    ("sequence_batching", "state", "*", "dims"),
+    ("ensemble_scheduling", "step", "*", "model_version"),
+    ("model_warmup", "*", "inputs", "{}", "dims"),
+)
+
+
+def _ints(node: Any, path: tuple[str, ...]) -> None:
+    """Turn the 64-bit fields Triton prints as numbers back from protobuf's JSON strings."""
+    if not path or node is None:
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        for item in node if isinstance(node, list) else []:
+            _ints(item, rest)
+        return
+    if head == "{}":
+        for item in node.values() if isinstance(node, dict) else []:
+            _ints(item, rest)
+        return
+    if not isinstance(node, dict) or head not in node:
+        return
+    if not rest:
+        value = node[head]
+        node[head] = [int(v) for v in value] if isinstance(value, list) else int(value)
+        return
+    _ints(node[head], rest)
+
+
+def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
+    """The JSON Triton serves for a config: proto field names, defaults printed, enums by name."""
+    data = json_format.MessageToDict(
+        config,
+        preserving_proto_field_name=True,
+        always_print_fields_with_no_presence=True,
+    )
+    for path in _INT_PATHS:
+        _ints(data, path)
+    return data
+
+
+def config_to_json_text(config: mc.ModelConfig) -> str:
+    return json.dumps(config_to_json(config))
+
+
+def protocol_dims(config: mc.ModelConfig, tensor: mc.ModelInput | mc.ModelOutput) -> list[int]:
+    """The shape a client sees: the batch dimension (-1) first when the model batches."""
+    dims = [int(d) for d in tensor.dims]
+    return [-1, *dims] if config.max_batch_size > 0 else dims

@@ -1,0 +1,141 @@
+"""One exception tree and one status table for every frontend.
+
+    OpenInferError                 (code)
+     ├── InternalError             INTERNAL        500  INTERNAL
+     ├── NotFoundError             NOT_FOUND       404  NOT_FOUND
+     ├── InvalidArgumentError      INVALID_ARG     400  INVALID_ARGUMENT
+     ├── UnavailableError          UNAVAILABLE     503  UNAVAILABLE
+     ├── UnsupportedError          UNSUPPORTED     501  UNIMPLEMENTED
+     ├── UnknownError              UNKNOWN         400  UNKNOWN
+     ├── AlreadyExistsError        ALREADY_EXISTS  400  ALREADY_EXISTS
+     └── CancelledError            CANCELLED       400  CANCELLED
+
+The HTTP and gRPC columns are Triton's (`HttpCodeFromError`, `GrpcStatusUtil::CodeToStatus`).
+gRPC codes are kept as names so the core never imports grpc; each frontend resolves them.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+
+class ErrorCode(enum.Enum):
+    INTERNAL = "INTERNAL"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARG = "INVALID_ARG"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNSUPPORTED = "UNSUPPORTED"
+    UNKNOWN = "UNKNOWN"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    CANCELLED = "CANCELLED"
+
+
+class Status(NamedTuple):
+    http: int
+    grpc: str
+    openai_type: str
+
+
+STATUS_TABLE: dict[ErrorCode, Status] = {
+    ErrorCode.INTERNAL: Status(500, "INTERNAL", "internal_server_error"),
+    ErrorCode.NOT_FOUND: Status(404, "NOT_FOUND", "not_found_error"),
+    ErrorCode.INVALID_ARG: Status(400, "INVALID_ARGUMENT", "invalid_request_error"),
+    ErrorCode.UNAVAILABLE: Status(503, "UNAVAILABLE", "service_unavailable_error"),
+    ErrorCode.UNSUPPORTED: Status(501, "UNIMPLEMENTED", "not_implemented_error"),
+    ErrorCode.UNKNOWN: Status(400, "UNKNOWN", "invalid_request_error"),
+    ErrorCode.ALREADY_EXISTS: Status(400, "ALREADY_EXISTS", "invalid_request_error"),
+    ErrorCode.CANCELLED: Status(400, "CANCELLED", "cancelled_error"),
+}
+
+
+class OpenInferError(Exception):
+    """Root of every error the core raises; `code` selects the wire status."""
+
+    code: ErrorCode = ErrorCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    @property
+    def status(self) -> Status:
+        return STATUS_TABLE[self.code]
+
+    def __reduce__(self):  # picklable across worker processes
+        return (type(self), (self.message,))
+
+
+class InternalError(OpenInferError):
+    """The server or a model failed in a way the client could not have prevented."""
+
+    code = ErrorCode.INTERNAL
+
+
+class NotFoundError(OpenInferError):
+    """A model, version or shared-memory region does not exist."""
+
+    code = ErrorCode.NOT_FOUND
+
+
+class InvalidArgumentError(OpenInferError):
+    """The request is malformed or does not fit the model."""
+
+    code = ErrorCode.INVALID_ARG
+
+
+class UnavailableError(OpenInferError):
+    """The server or model cannot take the request now (not ready, queue full, timeout)."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
+class UnsupportedError(OpenInferError):
+    """The operation exists in the protocol but is not possible here."""
+
+    code = ErrorCode.UNSUPPORTED
+
+
+class UnknownError(OpenInferError):
+    """An error whose cause is not known; Triton maps it to 400."""
+
+    code = ErrorCode.UNKNOWN
+
+
+class AlreadyExistsError(OpenInferError):
+    """Something with that name is already registered."""
+
+    code = ErrorCode.ALREADY_EXISTS
+
+
+class CancelledError(OpenInferError):
+    """The request was cancelled (client gone, shutdown)."""
+
+    code = ErrorCode.CANCELLED
+
+
+_BY_CODE: dict[ErrorCode, type[OpenInferError]] = {
+    cls.code: cls
+    for cls in (
+        InternalError,
+        NotFoundError,
+        InvalidArgumentError,
+        UnavailableError,
+        UnsupportedError,
+        UnknownError,
+        AlreadyExistsError,
+        CancelledError,
+    )
+}
+
+
+def error_from_code(code: ErrorCode | str, message: str) -> OpenInferError:
+    """Build the error class for a code (used when errors cross a process boundary)."""
+    return _BY_CODE[ErrorCode(code)](message)
+
+
+def status_of(exc: BaseException) -> Status:
+    """The wire status for any exception: unknown exceptions are INTERNAL (never blame the client)."""
+    if isinstance(exc, OpenInferError):
+        return exc.status
+    return STATUS_TABLE[ErrorCode.INTERNAL]

@@ -1,0 +1,242 @@
+"""A loaded model version: its config, instances, scheduler and statistics.
+
+Request validation lives here so every frontend gets the same checks and Triton's messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._proto import model_config_pb2 as mc
+from . import datatypes
+from .backend import Backend, ModelContext, ModelInstance
+from .config import protocol_dims
+from .errors import InvalidArgumentError, OpenInferError, UnavailableError
+from .stats import ModelStats
+from .types import InferRequest, ModelMetadata, TensorMetadata
+
+
+@dataclass(slots=True)
+class TensorSpec:
+    name: str
+    datatype: str  # protocol string
+    dims: tuple[int, ...]  # config dims, without the batch dimension
+    optional: bool = False
+    label_file: str = ""
+
+
+def _matches(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    if len(dims) != len(shape):
+        return False
+    return all(d == -1 or d == s for d, s in zip(dims, shape))
+
+
+def _fmt(shape: tuple[int, ...] | list[int]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+class LoadedModel:
+    """One READY (or draining) version of a model."""
+
+    def __init__(self, ctx: ModelContext, backend: Backend) -> None:
+        self.ctx = ctx
+        self.backend = backend
+        self.name = ctx.name
+        self.version = ctx.version
+        self.version_str = str(ctx.version)
+        self.config: mc.ModelConfig = ctx.config
+        self.max_batch_size = ctx.config.max_batch_size
+        self.decoupled = ctx.config.model_transaction_policy.decoupled
+        self.stats = ModelStats(ctx.name, str(ctx.version))
+        self.instances: list[ModelInstance] = []
+        self.scheduler = None  # set by the repository once instances exist
+        self.inputs: dict[str, TensorSpec] = {}
+        self.outputs: dict[str, TensorSpec] = {}
+        self.labels: dict[str, list[str]] = {}
+        self._inputs_folded: dict[str, str] = {}
+        self._required_inputs = 0
+        self.inflight = 0
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self.refresh_specs()
+
+    def refresh_specs(self) -> None:
+        """Index inputs and outputs (after auto-complete may have filled them)."""
+        config = self.config
+        self.max_batch_size = config.max_batch_size
+        self.inputs = {
+            t.name: TensorSpec(
+                t.name,
+                datatypes.config_to_protocol(mc.DataType.Name(t.data_type)),
+                tuple(int(d) for d in t.dims),
+                optional=t.optional,
+            )
+            for t in config.input
+        }
+        self.outputs = {
+            t.name: TensorSpec(
+                t.name,
+                datatypes.config_to_protocol(mc.DataType.Name(t.data_type)),
+                tuple(int(d) for d in t.dims),
+                label_file=t.label_filename,
+            )
+            for t in config.output
+        }
+        folded: dict[str, str] = {}
+        for name in self.inputs:
+            key = name.casefold()
+            folded[key] = "" if key in folded else name  # "" marks an ambiguous fold
+        self._inputs_folded = folded
+        self._required_inputs = sum(1 for s in self.inputs.values() if not s.optional)
+        self.labels = {}
+        for spec in self.outputs.values():
+            if spec.label_file:
+                path = Path(self.ctx.model_dir) / spec.label_file
+                try:
+                    self.labels[spec.name] = path.read_text(encoding="utf-8").splitlines()
+                except OSError:
+                    self.labels[spec.name] = []
+
+    # ----------------------------------------------------------------- metadata
+    def metadata(self, versions: list[str]) -> ModelMetadata:
+        config = self.config
+        return ModelMetadata(
+            name=self.name,
+            versions=versions,
+            platform=config.platform or config.backend,
+            inputs=[
+                TensorMetadata(t.name, self.inputs[t.name].datatype, protocol_dims(config, t))
+                for t in config.input
+            ],
+            outputs=[
+                TensorMetadata(t.name, self.outputs[t.name].datatype, protocol_dims(config, t))
+                for t in config.output
+            ],
+        )
+
+    # --------------------------------------------------------------- validation
+    def _error(self, request: InferRequest, message: str) -> InvalidArgumentError:
+        return InvalidArgumentError(f"[request id: {request.id or '<id_unknown>'}] {message}")
+
+    def resolve_input_name(self, name: str) -> str | None:
+        """Exact name first, then a case-insensitive match when it is unambiguous."""
+        if name in self.inputs:
+            return name
+        folded = self._inputs_folded.get(name.casefold())
+        return folded or None
+
+    def validate(self, request: InferRequest) -> None:
+        """Triton's request checks; sets `request.batch_size`. Raises INVALID_ARG."""
+        names: set[str] = set()
+        batch_size = 1 if self.max_batch_size == 0 else -1
+        for tensor in request.inputs:
+            resolved = self.resolve_input_name(tensor.name)
+            if resolved is None:
+                raise self._error(
+                    request, f"unexpected inference input '{tensor.name}' for model '{self.name}'"
+                )
+            tensor.name = resolved
+            if resolved in names:
+                raise self._error(request, f"input '{resolved}' already exists in request")
+            names.add(resolved)
+            spec = self.inputs[resolved]
+            if tensor.datatype != spec.datatype:
+                raise self._error(
+                    request,
+                    f"inference input '{resolved}' data-type is '{tensor.datatype}', but model "
+                    f"'{self.name}' expects '{spec.datatype}'",
+                )
+            shape = tensor.shape
+            if self.max_batch_size > 0:
+                if not shape:
+                    raise self._shape_error(request, resolved, spec, shape)
+                if batch_size == -1:
+                    batch_size = shape[0]
+                elif shape[0] != batch_size:
+                    raise self._error(
+                        request,
+                        f"inference input '{resolved}' batch size {shape[0]} does not match the "
+                        f"batch size {batch_size} of the other inputs for model '{self.name}'",
+                    )
+                check = shape[1:]
+            else:
+                check = shape
+            if not _matches(spec.dims, check):
+                raise self._shape_error(request, resolved, spec, shape)
+        missing = [n for n, s in self.inputs.items() if not s.optional and n not in names]
+        if missing:
+            raise self._error(
+                request,
+                f"expected {self._required_inputs} inputs but got {len(names)} inputs for model "
+                f"'{self.name}'. Got input(s) {sorted(names)}, but missing required input(s) "
+                f"{missing}. Please provide all required input(s).",
+            )
+        if self.max_batch_size > 0:
+            if batch_size > self.max_batch_size:
+                raise self._error(
+                    request,
+                    f"inference request batch-size must be <= {self.max_batch_size} for "
+                    f"'{self.name}'",
+                )
+        request.batch_size = max(batch_size, 0)
+        if request.outputs:
+            for output in request.outputs:
+                if output.name not in self.outputs:
+                    raise self._error(
+                        request, f"unexpected inference output '{output.name}' for model '{self.name}'"
+                    )
+
+    def _shape_error(
+        self, request: InferRequest, name: str, spec: TensorSpec, shape: tuple[int, ...]
+    ) -> InvalidArgumentError:
+        expected = [-1, *spec.dims] if self.max_batch_size > 0 else list(spec.dims)
+        return self._error(
+            request,
+            f"unexpected shape for input '{name}' for model '{self.name}'. Expected "
+            f"{_fmt(expected)}, got {_fmt(shape)}",
+        )
+
+    # ---------------------------------------------------------------- in-flight
+    def enter(self) -> None:
+        self.inflight += 1
+        self._drained.clear()
+
+    def leave(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self._drained.set()
+
+    async def drain(self, timeout: float | None = None) -> bool:
+        """Wait for in-flight requests to finish; False if the timeout ran out first."""
+        try:
+            await asyncio.wait_for(self._drained.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def stop(self) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+        errors: list[BaseException] = []
+        for instance in self.instances:
+            try:
+                await instance.stop()
+            except Exception as exc:  # finalize errors must not block the unload
+                errors.append(exc)
+        try:
+            await self.backend.unload(self.ctx)
+        except Exception as exc:
+            errors.append(exc)
+        self.instances = []
+
+
+def unavailable(message: str) -> OpenInferError:
+    return UnavailableError(message)
+
+
+def now_ns() -> int:
+    return time.perf_counter_ns()

@@ -1,0 +1,472 @@
+"""The model repository: scan, version policy, control modes, load/unload/reload.
+
+Layout as Triton users write it: `<repo>/<model>/config.pbtxt` and numbered version folders.
+A model that fails to load is UNAVAILABLE with its reason and never stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import enum
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._proto import model_config_pb2 as mc
+from . import config as configs
+from .backend import Backend, InstanceSpec, ModelContext
+from .errors import (
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    OpenInferError,
+    UnavailableError,
+)
+from .model import LoadedModel
+from .scheduling.base import InstancePool
+
+log = logging.getLogger("openinfer.repository")
+
+
+class ControlMode(enum.Enum):
+    NONE = "none"
+    POLL = "poll"
+    EXPLICIT = "explicit"
+
+
+class State(enum.Enum):
+    UNKNOWN = "UNKNOWN"
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass
+class VersionRecord:
+    version: int
+    state: State
+    reason: str = ""
+    model: LoadedModel | None = None
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    versions: dict[int, VersionRecord] = field(default_factory=dict)
+    fingerprint: str = ""
+    override_dir: Path | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def ready_versions(self) -> list[int]:
+        return sorted(v for v, r in self.versions.items() if r.state is State.READY)
+
+
+@dataclass
+class RepositoryOptions:
+    control_mode: ControlMode = ControlMode.NONE
+    startup_models: list[str] = field(default_factory=list)
+    poll_secs: float = 15.0
+    auto_complete: bool = True
+    model_config_name: str | None = None
+    backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    exit_timeout_secs: float = 30.0
+
+
+SchedulerFactory = Callable[[LoadedModel, InstancePool], object]
+
+
+def _version_dirs(model_dir: Path) -> list[int]:
+    versions = []
+    try:
+        names = os.listdir(model_dir)
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit() and not name.startswith("0") and (model_dir / name).is_dir():
+            versions.append(int(name))
+    return sorted(versions)
+
+
+def _select_versions(config: mc.ModelConfig, available: list[int]) -> list[int]:
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return available
+    if which == "specific":
+        wanted = set(int(v) for v in policy.specific.versions)
+        return [v for v in available if v in wanted]
+    count = policy.latest.num_versions if which == "latest" else 1
+    return available[-max(count, 1) :]
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Changes when anything under the model directory changes (names, sizes, mtimes)."""
+    digest = hashlib.sha1()
+    for root, dirs, files in os.walk(model_dir):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(root) / name
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            digest.update(f"{path.relative_to(model_dir)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+class ModelRepository:
+    """Owns every model's versions and their states."""
+
+    def __init__(
+        self,
+        paths: list[Path],
+        backends: Callable[[str], Backend | None],
+        schedulers: SchedulerFactory,
+        options: RepositoryOptions,
+        server: object = None,
+    ) -> None:
+        self.paths = [Path(p).resolve() for p in paths]
+        self.backends = backends
+        self.schedulers = schedulers
+        self.options = options
+        self.server = server
+        self.entries: dict[str, ModelEntry] = {}
+        self._poll_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lookup
+    def find_model_dir(self, name: str) -> Path | None:
+        if not name or "/" in name or name in (".", "..") or "\x00" in name:
+            return None
+        found = [p / name for p in self.paths if (p / name).is_dir()]
+        return found[0] if len(found) == 1 else None
+
+    def scan(self) -> list[str]:
+        names: set[str] = set()
+        for path in self.paths:
+            try:
+                for child in os.listdir(path):
+                    if (path / child).is_dir() and not child.startswith("."):
+                        names.add(child)
+            except OSError as exc:
+                log.error("cannot read model repository %s: %s", path, exc)
+        return sorted(names)
+
+    def get(self, name: str, version: str = "") -> LoadedModel:
+        """The model that serves a request, with Triton's errors for every miss."""
+        entry = self.entries.get(name)
+        if entry is None or not entry.versions:
+            raise NotFoundError(f"Request for unknown model: '{name}' is not found")
+        if not version:
+            ready = entry.ready_versions()
+            if not ready:
+                raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
+            model = entry.versions[ready[-1]].model
+            assert model is not None
+            return model
+        try:
+            number = int(version)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"failed to get model version from specified version string '{version}'"
+            ) from None
+        record = entry.versions.get(number)
+        if record is None:
+            raise NotFoundError(f"Request for unknown model: '{name}' version {number} is not found")
+        if record.state is not State.READY or record.model is None:
+            raise UnavailableError(
+                f"Request for unknown model: '{name}' version {number} is not at ready state"
+            )
+        return record.model
+
+    def ready_versions(self, name: str) -> list[int]:
+        entry = self.entries.get(name)
+        return entry.ready_versions() if entry else []
+
+    def loaded_models(self) -> list[LoadedModel]:
+        models = []
+        for name in sorted(self.entries):
+            entry = self.entries[name]
+            for version in entry.ready_versions():
+                model = entry.versions[version].model
+                if model is not None:
+                    models.append(model)
+        return models
+
+    def all_ready(self) -> bool:
+        """Triton's strict readiness: every model with a state is READY (unloaded ones aside)."""
+        for entry in self.entries.values():
+            for record in entry.versions.values():
+                if record.state is State.READY:
+                    continue
+                if record.state is State.UNAVAILABLE and record.reason == "unloaded":
+                    continue
+                return False
+        return True
+
+    def index(self, ready_only: bool = False) -> list[dict[str, str]]:
+        rows: list[dict[str, str]] = []
+        names = set(self.scan()) | set(self.entries)
+        for name in sorted(names):
+            entry = self.entries.get(name)
+            if entry is None or not entry.versions:
+                if not ready_only:
+                    rows.append({"name": name})
+                continue
+            for version in sorted(entry.versions):
+                record = entry.versions[version]
+                if ready_only and record.state is not State.READY:
+                    continue
+                row = {"name": name, "version": str(version), "state": record.state.value}
+                if record.reason:
+                    row["reason"] = record.reason
+                rows.append(row)
+        return rows
+
+    # ------------------------------------------------------------------- start
+    async def start(self) -> None:
+        mode = self.options.control_mode
+        if mode is ControlMode.EXPLICIT:
+            wanted = self.options.startup_models
+            names = self.scan() if "*" in wanted else wanted
+        else:
+            names = self.scan()
+        await asyncio.gather(*(self._load_quietly(name) for name in names))
+        if mode is ControlMode.POLL and self.options.poll_secs > 0:
+            self._poll_task = asyncio.create_task(self._poll_loop())
+
+    async def _load_quietly(self, name: str) -> None:
+        try:
+            await self.load(name)
+        except OpenInferError as exc:
+            log.error("failed to load '%s': %s", name, exc.message)
+
+    async def _poll_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.options.poll_secs)
+            try:
+                await self.poll_once()
+            except Exception:
+                log.exception("repository poll failed")
+
+    async def poll_once(self) -> None:
+        """Load added models, unload removed ones, reload changed ones."""
+        on_disk = set(self.scan())
+        tasks = []
+        for name in on_disk:
+            entry = self.entries.get(name)
+            model_dir = self.find_model_dir(name)
+            if model_dir is None:
+                continue
+            if entry is None or entry.fingerprint != _fingerprint(model_dir):
+                tasks.append(self._load_quietly(name))
+        for name in list(self.entries):
+            if name not in on_disk and self.entries[name].override_dir is None:
+                tasks.append(self.unload(name))
+        await asyncio.gather(*tasks)
+
+    # ---------------------------------------------------------------- load
+    async def load(
+        self,
+        name: str,
+        config_override: str | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> None:
+        """Load (or reload) every version the policy selects; blocks until done."""
+        if not name or "/" in name or "\\" in name or name in (".", ".."):
+            raise InvalidArgumentError(f"invalid model name '{name}'")
+        entry = self.entries.setdefault(name, ModelEntry(name))
+        async with entry.lock:
+            await self._load_locked(entry, config_override, files)
+
+    async def _load_locked(
+        self, entry: ModelEntry, config_override: str | None, files: dict[str, bytes] | None
+    ) -> None:
+        name = entry.name
+        if files:
+            if config_override is None:
+                raise InvalidArgumentError(
+                    "Load parameter 'config' must be specified for model file override"
+                )
+            model_dir = self._write_override_files(name, files)
+            entry.override_dir = model_dir
+        else:
+            model_dir = self.find_model_dir(name)
+            if model_dir is None:
+                if not entry.versions:
+                    self.entries.pop(name, None)
+                raise InternalError(f"failed to load '{name}', failed to poll from model repository")
+        fingerprint = _fingerprint(model_dir) + (config_override or "")
+        if (
+            config_override is None
+            and not files
+            and entry.fingerprint == fingerprint
+            and entry.ready_versions()
+        ):
+            return  # unchanged and loaded: nothing to do
+        try:
+            if config_override is not None:
+                config = configs.parse_config_json(config_override)
+            else:
+                text = configs.read_config_text(model_dir, self.options.model_config_name)
+                config = configs.parse_config_text(text) if text is not None else mc.ModelConfig()
+        except OpenInferError as exc:
+            self._mark_failed(entry, [1], exc.message)
+            entry.fingerprint = fingerprint
+            raise InvalidArgumentError(f"load failed for model '{name}': {exc.message}") from exc
+        versions = _select_versions(config, _version_dirs(model_dir))
+        if not versions:
+            reason = f"at least one version must be available under the version policy of model '{name}'"
+            self._mark_failed(entry, [], reason)
+            entry.fingerprint = fingerprint
+            raise InvalidArgumentError(f"load failed for model '{name}': {reason}")
+
+        old = {v: r for v, r in entry.versions.items() if r.model is not None}
+        for version in versions:
+            if version not in entry.versions or entry.versions[version].model is None:
+                entry.versions[version] = VersionRecord(version, State.LOADING)
+        started = time.monotonic()
+        results = await asyncio.gather(
+            *(self._load_version(name, version, config, model_dir) for version in versions),
+            return_exceptions=True,
+        )
+        elapsed = time.monotonic() - started
+        failures: list[str] = []
+        for version, result in zip(versions, results):
+            if isinstance(result, LoadedModel):
+                result.stats.load_duration_s = elapsed
+                entry.versions[version] = VersionRecord(version, State.READY, "", result)
+            else:
+                reason = result.message if isinstance(result, OpenInferError) else repr(result)
+                failures.append(f"version {version} is at UNAVAILABLE state: {reason}")
+                previous = old.get(version)
+                if previous is not None and previous.model is not None:
+                    # A failing reload keeps the old model serving.
+                    entry.versions[version] = previous
+                    old.pop(version)
+                else:
+                    entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, reason)
+        # Retire versions that were replaced or fell out of the policy.
+        for version, record in old.items():
+            if record.model is not None and entry.versions.get(version) is not record:
+                asyncio.ensure_future(self._retire(record.model))
+            if version not in versions:
+                entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
+                if record.model is not None:
+                    asyncio.ensure_future(self._retire(record.model))
+        entry.fingerprint = fingerprint
+        if failures:
+            raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+
+    def _mark_failed(self, entry: ModelEntry, versions: list[int], reason: str) -> None:
+        if not entry.ready_versions():
+            for version in versions or [1]:
+                entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, reason)
+
+    def _write_override_files(self, name: str, files: dict[str, bytes]) -> Path:
+        root = Path(tempfile.mkdtemp(prefix=f"openinfer-{name}-"))
+        model_dir = root / name
+        model_dir.mkdir()
+        for key, content in files.items():
+            relative = key[len("file:") :]
+            target = (model_dir / relative).resolve()
+            if not target.is_relative_to(model_dir.resolve()) or not relative:
+                shutil.rmtree(root, ignore_errors=True)
+                raise InvalidArgumentError(
+                    f"invalid file override path '{relative}': it must stay inside the model directory"
+                )
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        return model_dir
+
+    async def _load_version(
+        self, name: str, version: int, config: mc.ModelConfig, model_dir: Path
+    ) -> LoadedModel:
+        version_config = mc.ModelConfig()
+        version_config.CopyFrom(config)
+        version_dir = model_dir / str(version)
+        backend_name = configs.resolve_backend(version_config, version_dir)
+        backend = self.backends(backend_name) if backend_name else None
+        if backend is None:
+            detail = f"'{backend_name}'" if backend_name else "(none given and none could be inferred)"
+            raise InvalidArgumentError(f"unable to find backend {detail} for model '{name}'")
+        ctx = ModelContext(
+            name=name,
+            version=version,
+            config=version_config,
+            model_dir=model_dir,
+            version_dir=version_dir,
+            backend_name=backend_name,
+            server=self.server,  # type: ignore[arg-type]
+            backend_config=self.options.backend_config.get(backend_name, {}),
+            auto_complete=self.options.auto_complete,
+        )
+        configs.normalize(version_config, name, backend_name)
+        if self.options.auto_complete:
+            await backend.auto_complete(ctx)
+        configs.normalize(version_config, name, backend_name)
+        configs.validate(version_config)
+        model = LoadedModel(ctx, backend)
+        try:
+            specs = []
+            for group in version_config.instance_group:
+                devices = list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
+                for device in devices or [0]:
+                    for i in range(group.count):
+                        specs.append(InstanceSpec(f"{group.name}_{i}", group.kind, device, group))
+            model.instances = list(
+                await asyncio.gather(*(backend.create_instance(ctx, spec) for spec in specs))
+            )
+        except BaseException:
+            await model.stop()
+            raise
+        model.refresh_specs()
+        model.scheduler = self.schedulers(model, InstancePool(model.instances))
+        warmup = getattr(model.scheduler, "warmup", None)
+        if warmup is not None:
+            await warmup()
+        return model
+
+    # -------------------------------------------------------------- unload
+    async def unload(self, name: str, unload_dependents: bool = False) -> None:
+        entry = self.entries.get(name)
+        if entry is None:
+            return
+        async with entry.lock:
+            models = []
+            for record in entry.versions.values():
+                if record.model is not None:
+                    record.state = State.UNLOADING
+                    models.append(record.model)
+            await asyncio.gather(*(self._retire(m) for m in models))
+            for version, record in list(entry.versions.items()):
+                entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
+            entry.fingerprint = ""
+            if entry.override_dir is not None:
+                shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
+                entry.override_dir = None
+
+    async def _retire(self, model: LoadedModel) -> None:
+        """Let in-flight requests finish, then stop the instances."""
+        await model.drain(self.options.exit_timeout_secs)
+        await model.stop()
+
+    async def stop(self) -> None:
+        if self._poll_task is not None:
+            self._poll_task.cancel()
+        await asyncio.gather(*(self.unload(name) for name in list(self.entries)))
+
+
+def decode_file_override(value: str) -> bytes:
+    """HTTP sends override file contents as base64 strings."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError(f"failed to decode base64 file override: {exc}") from exc

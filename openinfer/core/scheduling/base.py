@@ -1,0 +1,58 @@
+"""What every scheduler offers the core, and the pool of idle instances they share."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections import deque
+
+from ..backend import ModelInstance
+from ..responses import ResponseSender
+from ..types import InferRequest
+
+
+class Scheduler(abc.ABC):
+    """Takes validated requests and gets them executed on the model's instances."""
+
+    @abc.abstractmethod
+    async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
+        """Run the request (or queue it); responses go to `sender`. Returns once it is handed off."""
+
+    async def stop(self) -> None:  # noqa: B027
+        """Stop taking work; fail whatever is still queued."""
+
+
+class InstancePool:
+    """Idle instances handed out first come, first served."""
+
+    def __init__(self, instances: list[ModelInstance]) -> None:
+        self._idle: deque[ModelInstance] = deque(instances)
+        self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
+        self.size = len(instances)
+
+    def try_acquire(self) -> ModelInstance | None:
+        return self._idle.popleft() if self._idle and not self._waiters else None
+
+    async def acquire(self) -> ModelInstance:
+        if self._idle and not self._waiters:
+            return self._idle.popleft()
+        waiter: asyncio.Future[ModelInstance] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())
+            raise
+
+    def release(self, instance: ModelInstance) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(instance)
+                return
+        self._idle.append(instance)
+
+    def replace(self, old: ModelInstance, new: ModelInstance) -> None:
+        """Swap a dead instance for its restarted copy (the old one is not idle)."""
+        self.release(new)

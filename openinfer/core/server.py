@@ -1,0 +1,247 @@
+"""InferenceServer: the one API every frontend calls.
+
+HTTP, gRPC, OpenAI and in-process callers (BLS, ensembles) translate their wire formats into
+the core types and call these methods; nothing here knows about a wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import TRITON_PROTOCOL_VERSION
+from .._proto import model_config_pb2 as mc
+from .backend import Backend
+from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
+from .model import LoadedModel
+from .outputs import finish_outputs
+from .repository import ModelRepository, RepositoryOptions
+from .responses import StreamSender, UnarySender
+from .scheduling import DirectScheduler
+from .scheduling.base import InstancePool
+from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
+
+log = logging.getLogger("openinfer.server")
+
+EXTENSIONS = [
+    "classification",
+    "sequence",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
+    "model_configuration",
+    "system_shared_memory",
+    "cuda_shared_memory",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "trace",
+    "logging",
+]
+
+
+@dataclass
+class ServerOptions:
+    model_repositories: list[Path]
+    server_id: str = "triton"
+    strict_readiness: bool = True
+    exit_timeout_secs: float = 30.0
+    repository: RepositoryOptions = field(default_factory=RepositoryOptions)
+
+
+def default_scheduler(model: LoadedModel, pool: InstancePool) -> DirectScheduler:
+    return DirectScheduler(pool, model.stats, model.name)
+
+
+class InferenceServer:
+    """The composition of repository, schedulers and statistics behind every frontend."""
+
+    def __init__(
+        self,
+        options: ServerOptions,
+        backends: Callable[[str], Backend | None],
+        schedulers: Callable[[LoadedModel, InstancePool], object] = default_scheduler,
+    ) -> None:
+        self.options = options
+        self.repository = ModelRepository(
+            options.model_repositories, backends, schedulers, options.repository, server=self
+        )
+        self.started = False
+        self.exiting = False
+        self.inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        #: Optional services plugged in by the composition root (shared memory, trace, ...).
+        self.shm = None
+
+    # ----------------------------------------------------------------- lifecycle
+    async def start(self) -> None:
+        await self.repository.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        """Refuse new work, let in-flight requests finish (bounded), then unload everything."""
+        self.exiting = True
+        try:
+            await asyncio.wait_for(self._idle.wait(), self.options.exit_timeout_secs)
+        except asyncio.TimeoutError:
+            log.warning("%d request(s) still in flight after %.0fs", self.inflight, self.options.exit_timeout_secs)
+        await self.repository.stop()
+
+    # -------------------------------------------------------------------- health
+    def live(self) -> bool:
+        return self.started or not self.exiting
+
+    def ready(self) -> bool:
+        if not self.started or self.exiting:
+            return False
+        return self.repository.all_ready() if self.options.strict_readiness else True
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        try:
+            model = self.repository.get(name, version)
+        except OpenInferError:
+            return False
+        return all(instance.healthy for instance in model.instances) or bool(model.instances)
+
+    # ------------------------------------------------------------------ metadata
+    def metadata(self) -> ServerMetadata:
+        return ServerMetadata(self.options.server_id, TRITON_PROTOCOL_VERSION, list(EXTENSIONS))
+
+    def model(self, name: str, version: str = "") -> LoadedModel:
+        """The model that would serve a request (raises Triton's not-found errors)."""
+        return self.repository.get(name, version)
+
+    def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
+        model = self.repository.get(name, version)
+        versions = [version] if version else [str(v) for v in self.repository.ready_versions(name)]
+        return model.metadata(versions)
+
+    def model_config(self, name: str, version: str = "") -> mc.ModelConfig:
+        return self.repository.get(name, version).config
+
+    # ----------------------------------------------------------------- inference
+    def _admit(self, request: InferRequest) -> LoadedModel:
+        if self.exiting:
+            raise UnavailableError("Server not ready")
+        model = self.repository.get(request.model_name, request.model_version)
+        model.validate(request)
+        return model
+
+    def _enter(self, model: LoadedModel) -> None:
+        self.inflight += 1
+        self._idle.clear()
+        model.enter()
+        model.stats.pending += 1
+
+    def _leave(self, model: LoadedModel) -> None:
+        self.inflight -= 1
+        if self.inflight == 0:
+            self._idle.set()
+        model.leave()
+
+    async def infer(self, request: InferRequest, *, decoupled_error: str | None = None) -> InferResponse:
+        """One request, one response. `decoupled_error` is the frontend's refusal for decoupled models."""
+        request.arrival_ns = time.perf_counter_ns()
+        model = self._admit(request)
+        if model.decoupled:
+            raise UnsupportedError(
+                decoupled_error or f"model '{model.name}' is decoupled and must be called with streaming"
+            )
+        self._enter(model)
+        ok = False
+        try:
+            sender = UnarySender(request, asyncio.get_running_loop())
+            await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
+            response = await sender.future
+            if response.error is not None:
+                raise response.error
+            response.model_name = model.name
+            response.model_version = model.version_str
+            response.id = request.id
+            response = finish_outputs(
+                request, response, model.labels, model.max_batch_size > 0, self._shm_writer()
+            )
+            ok = True
+            return response
+        finally:
+            model.stats.pending -= 1
+            model.stats.record_request(
+                ok, time.perf_counter_ns() - request.arrival_ns, request.flags.get("queue_ns", 0)
+            )
+            self._leave(model)
+
+    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
+        """Any number of responses (decoupled models); one for ordinary models."""
+        request.arrival_ns = time.perf_counter_ns()
+        model = self._admit(request)
+        self._enter(model)
+        ok = False
+        try:
+            sender = StreamSender(request)
+            schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
+            try:
+                async for response in sender:
+                    response.model_name = model.name
+                    response.model_version = model.version_str
+                    response.id = request.id
+                    if response.error is None:
+                        response = finish_outputs(
+                            request, response, model.labels, model.max_batch_size > 0, self._shm_writer()
+                        )
+                    yield response
+                await schedule
+            finally:
+                if not schedule.done():
+                    schedule.cancel()
+            ok = True
+        finally:
+            model.stats.pending -= 1
+            model.stats.record_request(
+                ok, time.perf_counter_ns() - request.arrival_ns, request.flags.get("queue_ns", 0)
+            )
+            self._leave(model)
+
+    def _shm_writer(self):
+        return self.shm.write_output if self.shm is not None else None
+
+    # ---------------------------------------------------------------- repository
+    def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
+        return self.repository.index(ready_only)
+
+    def _check_explicit(self) -> None:
+        from .repository import ControlMode
+
+        if self.options.repository.control_mode is not ControlMode.EXPLICIT:
+            raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
+
+    async def load_model(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        self._check_explicit()
+        await self.repository.load(name, config, files)
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
+        self._check_explicit()
+        await self.repository.unload(name, unload_dependents)
+
+    # ---------------------------------------------------------------- statistics
+    def statistics(self, name: str = "", version: str = "") -> list[dict]:
+        if not name:
+            return [m.stats.as_dict() for m in self.repository.loaded_models()]
+        if version:
+            try:
+                model = self.repository.get(name, version)
+            except OpenInferError:
+                raise InvalidArgumentError(
+                    f"requested model version is not available for model '{name}'"
+                ) from None
+            return [model.stats.as_dict()]
+        ready = self.repository.ready_versions(name)
+        if not ready:
+            raise InvalidArgumentError(f"requested model '{name}' is not available")
+        return [self.repository.get(name, str(v)).stats.as_dict() for v in ready]

@@ -1,0 +1,114 @@
+"""Per model-version counters in nanoseconds: the statistics extension and Prometheus both read these."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns
+
+    def as_dict(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass(slots=True)
+class BatchStats:
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+
+
+@dataclass(slots=True)
+class ExecutionTiming:
+    """What a backend reports for one `execute` call (nanoseconds)."""
+
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+
+
+@dataclass
+class ModelStats:
+    """Counters for one (model, version), updated on the event loop only."""
+
+    name: str
+    version: str
+    last_inference_ms: int = 0
+    inference_count: int = 0
+    execution_count: int = 0
+    success: Duration = field(default_factory=Duration)
+    fail: Duration = field(default_factory=Duration)
+    queue: Duration = field(default_factory=Duration)
+    compute_input: Duration = field(default_factory=Duration)
+    compute_infer: Duration = field(default_factory=Duration)
+    compute_output: Duration = field(default_factory=Duration)
+    cache_hit: Duration = field(default_factory=Duration)
+    cache_miss: Duration = field(default_factory=Duration)
+    batches: dict[int, BatchStats] = field(default_factory=dict)
+    pending: int = 0
+    failures_by_reason: dict[str, int] = field(
+        default_factory=lambda: {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
+    )
+    load_duration_s: float = 0.0
+
+    def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
+        """One `execute` call of `request_count` requests holding `batch_size` inferences."""
+        self.execution_count += 1
+        self.inference_count += batch_size
+        self.compute_input.add(timing.compute_input_ns, request_count)
+        self.compute_infer.add(timing.compute_infer_ns, request_count)
+        self.compute_output.add(timing.compute_output_ns, request_count)
+        batch = self.batches.get(batch_size)
+        if batch is None:
+            batch = self.batches[batch_size] = BatchStats()
+        batch.compute_input.add(timing.compute_input_ns)
+        batch.compute_infer.add(timing.compute_infer_ns)
+        batch.compute_output.add(timing.compute_output_ns)
+
+    def record_request(self, ok: bool, total_ns: int, queue_ns: int, reason: str = "BACKEND") -> None:
+        self.last_inference_ms = time.time_ns() // 1_000_000
+        if ok:
+            self.success.add(total_ns)
+            self.queue.add(queue_ns)
+        else:
+            self.fail.add(total_ns)
+            self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
+
+    def as_dict(self) -> dict:
+        """Triton's `model_stats[]` entry, keys in Triton's order."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "last_inference": self.last_inference_ms,
+            "inference_count": self.inference_count,
+            "execution_count": self.execution_count,
+            "inference_stats": {
+                "success": self.success.as_dict(),
+                "fail": self.fail.as_dict(),
+                "queue": self.queue.as_dict(),
+                "compute_input": self.compute_input.as_dict(),
+                "compute_infer": self.compute_infer.as_dict(),
+                "compute_output": self.compute_output.as_dict(),
+                "cache_hit": self.cache_hit.as_dict(),
+                "cache_miss": self.cache_miss.as_dict(),
+            },
+            "response_stats": {},
+            "batch_stats": [
+                {
+                    "batch_size": size,
+                    "compute_input": b.compute_input.as_dict(),
+                    "compute_infer": b.compute_infer.as_dict(),
+                    "compute_output": b.compute_output.as_dict(),
+                }
+                for size, b in sorted(self.batches.items())
+            ],
+            "memory_usage": [],
+        }

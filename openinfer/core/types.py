@@ -1,0 +1,99 @@
+"""Frontend-neutral request, response and tensor objects.
+
+Every wire format (HTTP JSON, HTTP binary, gRPC, shared memory, OpenAI) becomes these, and
+every backend consumes them. A tensor is always a numpy array: a zero-copy view where the
+incoming bytes allow it, an object array of `bytes` for BYTES.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ParameterValue = bool | int | float | str | bytes
+
+
+@dataclass(slots=True)
+class Tensor:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: np.ndarray | None  # None when the data lives in a shared-memory output region
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class RequestedOutput:
+    """An output the client asked for, with its per-output options."""
+
+    name: str
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    binary: bool | None = None  # HTTP `binary_data`; None = frontend default
+    classification: int = 0  # top-K as "value:index[:label]" strings; 0 = off
+    shm_region: str | None = None
+    shm_byte_size: int = 0
+    shm_offset: int = 0
+
+
+@dataclass(slots=True)
+class InferRequest:
+    model_name: str
+    model_version: str = ""  # "" = let the server choose the newest READY version
+    id: str = ""
+    inputs: list[Tensor] = field(default_factory=list)
+    outputs: list[RequestedOutput] | None = None  # None = every output of the model
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    # Scheduling fields, parsed once from the reserved parameters.
+    priority: int = 0
+    timeout_us: int = 0
+    sequence_id: int | str = 0
+    sequence_start: bool = False
+    sequence_end: bool = False
+    # Filled by the core.
+    batch_size: int = 1
+    arrival_ns: int = 0
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def input(self, name: str) -> Tensor | None:
+        for tensor in self.inputs:
+            if tensor.name == name:
+                return tensor
+        return None
+
+
+@dataclass(slots=True)
+class InferResponse:
+    model_name: str
+    model_version: str
+    id: str = ""
+    outputs: list[Tensor] = field(default_factory=list)
+    parameters: dict[str, ParameterValue] = field(default_factory=dict)
+    error: Exception | None = None
+    final: bool = True  # the last response for its request (decoupled models send several)
+    #: Outputs requested in binary form, by name (set by the core from the request).
+    requested: dict[str, RequestedOutput] | None = None
+
+
+@dataclass(slots=True)
+class TensorMetadata:
+    name: str
+    datatype: str
+    shape: list[int]
+
+
+@dataclass(slots=True)
+class ModelMetadata:
+    name: str
+    versions: list[str]
+    platform: str
+    inputs: list[TensorMetadata]
+    outputs: list[TensorMetadata]
+
+
+@dataclass(slots=True)
+class ServerMetadata:
+    name: str
+    version: str
+    extensions: list[str]

@@ -1,0 +1,187 @@
+"""Protobuf <-> core conversion for the gRPC frontend, in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._proto import grpc_service_pb2 as pb
+from ...core import datatypes
+from ...core.errors import InvalidArgumentError
+from ...core.parameters import apply_reserved
+from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+
+_CONTENTS_FIELD = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+STREAM_TRITON_KEYS = frozenset({"triton_enable_empty_final_response"})
+
+
+def param_value(param: pb.InferParameter) -> Any:
+    which = param.WhichOneof("parameter_choice")
+    return getattr(param, which) if which is not None else None
+
+
+def set_param(target: pb.InferParameter, value: Any) -> None:
+    if isinstance(value, bool):
+        target.bool_param = value
+    elif isinstance(value, int):
+        target.int64_param = value
+    elif isinstance(value, float):
+        target.double_param = value
+    elif isinstance(value, bytes):
+        target.bytes_param = value
+    else:
+        target.string_param = str(value)
+
+
+def _request_parameters(params: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, param in params.items():
+        which = param.WhichOneof("parameter_choice")
+        if which == "uint64_param" and key != "priority":
+            raise InvalidArgumentError(
+                f"invalid value type for '{key}' parameter, uint64_param is only supported for 'priority'"
+            )
+        out[key] = getattr(param, which) if which else None
+    return out
+
+
+def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...], model: str) -> np.ndarray:
+    field = _CONTENTS_FIELD.get(tensor.datatype)
+    if field is None:
+        raise InvalidArgumentError(
+            f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}' of type "
+            f"'{tensor.datatype}', {tensor.datatype} tensors must use raw_input_contents"
+        )
+    for other in set(_CONTENTS_FIELD.values()) - {field}:
+        if len(getattr(tensor.contents, other)):
+            raise InvalidArgumentError(
+                f"unexpected explicit tensor data for input tensor '{tensor.name}' for model '{model}', "
+                f"expected datatype '{tensor.datatype}'"
+            )
+    values = getattr(tensor.contents, field)
+    if tensor.datatype == "BYTES":
+        array = np.empty(len(values), dtype=np.object_)
+        array[:] = list(values)
+    else:
+        array = np.array(values, dtype=datatypes.lookup(tensor.datatype).numpy)
+    if array.size != datatypes.element_count(shape):
+        raise InvalidArgumentError(
+            f"unexpected number of elements for input '{tensor.name}' for model '{model}'. "
+            f"Expected {datatypes.element_count(shape)}, got {array.size}"
+        )
+    return array.reshape(shape)
+
+
+def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool = False) -> InferRequest:
+    model = message.model_name
+    version = message.model_version
+    if version:
+        try:
+            number = int(version)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"failed to get model version from specified version string '{version}' "
+                f"(details: stol), version should be an integral value > 0"
+            ) from None
+        if number < 0:
+            raise InvalidArgumentError(
+                f"invalid model version specified '{version}' , version should be an integral value > 0"
+            )
+    request = InferRequest(model_name=model, model_version=version, id=message.id)
+    request.parameters = _request_parameters(message.parameters)
+    apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
+    raw = message.raw_input_contents
+    if raw and any(t.HasField("contents") for t in message.inputs):
+        name = next(t.name for t in message.inputs if t.HasField("contents"))
+        raise InvalidArgumentError(
+            f"contents field must not be specified when using raw_input_contents for '{name}' for model '{model}'"
+        )
+    raw_index = 0
+    for tensor in message.inputs:
+        datatypes.lookup(tensor.datatype)
+        shape = tuple(int(d) for d in tensor.shape)
+        if any(d < 0 for d in shape):
+            raise InvalidArgumentError(f"unexpected negative dimension in shape of input '{tensor.name}'")
+        tparams = {k: param_value(v) for k, v in tensor.parameters.items()}
+        if "shared_memory_region" in tparams:
+            if tensor.HasField("contents"):
+                raise InvalidArgumentError(
+                    f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
+                    f"for model '{model}'"
+                )
+            if "shared_memory_byte_size" not in tparams:
+                raise InvalidArgumentError(
+                    f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' "
+                    f"parameter for tensor '{tensor.name}'"
+                )
+            if shm is None:
+                raise InvalidArgumentError("shared memory is not available")
+            array = shm.read_input(tensor.name, tensor.datatype, shape, tparams, model)
+        elif tensor.HasField("contents"):
+            array = _typed_contents(tensor, shape, model)
+        elif raw_index < len(raw):
+            array = datatypes.from_wire_bytes(raw[raw_index], tensor.datatype, shape, name=tensor.name, model=model)
+            raw_index += 1
+        else:
+            raise InvalidArgumentError(
+                f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
+            )
+        request.inputs.append(Tensor(tensor.name, tensor.datatype, shape, array, tparams))
+    if message.outputs:
+        request.outputs = [_requested_output(o) for o in message.outputs]
+    return request
+
+
+def _requested_output(output: pb.ModelInferRequest.InferRequestedOutputTensor) -> RequestedOutput:
+    params = {k: param_value(v) for k, v in output.parameters.items()}
+    requested = RequestedOutput(output.name, params)
+    if "classification" in params:
+        k = params["classification"]
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise InvalidArgumentError(f"'classification' of output '{output.name}' must be int64_param > 0")
+        requested.classification = k
+    if "shared_memory_region" in params:
+        if requested.classification:
+            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'classification'")
+        requested.shm_region = str(params["shared_memory_region"])
+        requested.shm_byte_size = int(params.get("shared_memory_byte_size", 0))
+        requested.shm_offset = int(params.get("shared_memory_offset", 0))
+    elif "shared_memory_offset" in params or "shared_memory_byte_size" in params:
+        raise InvalidArgumentError(
+            f"'shared_memory_region' must be specified along with 'shared_memory_offset' or "
+            f"'shared_memory_byte_size' for output '{output.name}'"
+        )
+    return requested
+
+
+def to_response(response: InferResponse) -> pb.ModelInferResponse:
+    message = pb.ModelInferResponse(
+        model_name=response.model_name, model_version=response.model_version, id=response.id
+    )
+    for key, value in response.parameters.items():
+        set_param(message.parameters[key], value)
+    raw = message.raw_output_contents
+    for tensor in response.outputs:
+        out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        for key, value in tensor.parameters.items():
+            set_param(out.parameters[key], value)
+        if tensor.data is None:
+            raw.append(b"")
+        else:
+            data = datatypes.to_wire_bytes(tensor.data, tensor.datatype)
+            raw.append(data if isinstance(data, bytes) else data.tobytes())
+    return message

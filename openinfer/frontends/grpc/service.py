@@ -1,0 +1,342 @@
+"""The gRPC servicer: translate, call the core, translate back.
+
+Every RPC passes through one wrapper that applies the restricted-protocol check and maps
+core errors to gRPC status codes through the core's table, so no RPC can be left uncovered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+
+from ..._proto import grpc_service_pb2 as pb
+from ..._proto import grpc_service_pb2_grpc as pb_grpc
+from ..._proto import health_pb2, health_pb2_grpc
+from ...core.errors import OpenInferError, status_of
+from ...core.server import InferenceServer
+from ..access import AccessPolicy
+from . import convert
+
+log = logging.getLogger("openinfer.grpc")
+
+RPC_GROUPS = {
+    "ServerLive": "health",
+    "ServerReady": "health",
+    "ModelReady": "health",
+    "ServerMetadata": "metadata",
+    "ModelMetadata": "metadata",
+    "ModelInfer": "inference",
+    "ModelStreamInfer": "inference",
+    "ModelConfig": "model-config",
+    "ModelStatistics": "statistics",
+    "RepositoryIndex": "model-repository",
+    "RepositoryModelLoad": "model-repository",
+    "RepositoryModelUnload": "model-repository",
+    "SystemSharedMemoryStatus": "shared-memory",
+    "SystemSharedMemoryRegister": "shared-memory",
+    "SystemSharedMemoryUnregister": "shared-memory",
+    "CudaSharedMemoryStatus": "shared-memory",
+    "CudaSharedMemoryRegister": "shared-memory",
+    "CudaSharedMemoryUnregister": "shared-memory",
+    "TraceSetting": "trace",
+    "LogSettings": "logging",
+    "Check": "health",
+    "Watch": "health",
+}
+_DECOUPLED = "ModelInfer RPC doesn't support models with decoupled transaction policy"
+
+
+def _grpc_code(exc: BaseException) -> grpc.StatusCode:
+    return grpc.StatusCode[status_of(exc).grpc]
+
+
+class _Guard:
+    """Restricted-protocol check and error mapping shared by every RPC."""
+
+    def __init__(self, access: AccessPolicy) -> None:
+        self.access = access
+
+    async def check(self, name: str, context: grpc.aio.ServicerContext) -> None:
+        restriction = self.access.restriction(RPC_GROUPS.get(name, ""))
+        if restriction is None:
+            return
+        header = f"triton-grpc-protocol-{restriction.key}"
+        presented = dict(context.invocation_metadata() or ()).get(header)
+        if not restriction.allows(presented if isinstance(presented, str) else None):
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE, f"This protocol is restricted, expecting header '{header}'"
+            )
+
+    def unary(self, name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+            await self.check(name, context)
+            try:
+                return await fn(self_, request, context)
+            except OpenInferError as exc:
+                await context.abort(_grpc_code(exc), exc.message)
+            except (grpc.aio.AbortError, asyncio.CancelledError):
+                raise
+            except Exception as exc:
+                log.exception("unhandled error in %s", name)
+                await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {exc}")
+
+        return wrapper
+
+    def stream(self, name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            await self.check(name, context)
+            try:
+                async for item in fn(self_, request, context):
+                    yield item
+            except OpenInferError as exc:
+                await context.abort(_grpc_code(exc), exc.message)
+
+        return wrapper
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    """`inference.GRPCInferenceService` over the core."""
+
+    def __init__(self, server: InferenceServer) -> None:
+        self.server = server
+
+    async def ServerLive(self, request, context):
+        return pb.ServerLiveResponse(live=self.server.live())
+
+    async def ServerReady(self, request, context):
+        return pb.ServerReadyResponse(ready=self.server.ready())
+
+    async def ModelReady(self, request, context):
+        self.server.model(request.name, request.version)
+        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, request.version))
+
+    async def ServerMetadata(self, request, context):
+        meta = self.server.metadata()
+        return pb.ServerMetadataResponse(name=meta.name, version=meta.version, extensions=meta.extensions)
+
+    async def ModelMetadata(self, request, context):
+        meta = self.server.model_metadata(request.name, request.version)
+        response = pb.ModelMetadataResponse(name=meta.name, versions=meta.versions, platform=meta.platform)
+        for t in meta.inputs:
+            response.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
+        for t in meta.outputs:
+            response.outputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
+        return response
+
+    async def ModelInfer(self, request, context):
+        core_request = convert.to_request(request, self.server.shm)
+        if "triton_enable_empty_final_response" in core_request.parameters:
+            core_request.parameters.pop("triton_enable_empty_final_response")
+        response = await self.server.infer(core_request, decoupled_error=_DECOUPLED)
+        return convert.to_response(response)
+
+    async def ModelStreamInfer(self, request_iterator, context):
+        """Bidirectional stream: per-request errors in band, decoupled responses as produced."""
+        outbox: asyncio.Queue[Any] = asyncio.Queue()
+        error_mode = dict(context.invocation_metadata() or ()).get("triton_grpc_error") == "true"
+        tasks: set[asyncio.Task[None]] = set()
+        previous: asyncio.Future[None] | None = None
+        loop = asyncio.get_running_loop()
+
+        async def run(message: pb.ModelInferRequest, after: asyncio.Future[None] | None, done: asyncio.Future[None]) -> None:
+            items: list[Any] = []
+            ordered = after is not None
+            try:
+                core_request = convert.to_request(message, self.server.shm, stream=True)
+                empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
+                sent_final = False
+                async for response in self.server.infer_stream(core_request):
+                    reply = pb.ModelStreamInferResponse(infer_response=convert.to_response(response))
+                    reply.infer_response.parameters["triton_final_response"].bool_param = response.final
+                    sent_final = sent_final or response.final
+                    if ordered:
+                        items.append(reply)
+                    else:
+                        outbox.put_nowait(reply)
+                if not sent_final and empty_final:
+                    reply = pb.ModelStreamInferResponse()
+                    reply.infer_response.id = message.id
+                    reply.infer_response.model_name = message.model_name
+                    reply.infer_response.model_version = message.model_version
+                    reply.infer_response.parameters["triton_final_response"].bool_param = True
+                    items.append(reply) if ordered else outbox.put_nowait(reply)
+            except OpenInferError as exc:
+                if error_mode:
+                    items.append(exc)
+                else:
+                    reply = pb.ModelStreamInferResponse(error_message=exc.message)
+                    reply.infer_response.id = message.id
+                    items.append(reply)
+            except Exception as exc:
+                log.exception("stream request failed")
+                items.append(pb.ModelStreamInferResponse(error_message=f"internal error: {exc}"))
+            if after is not None:
+                await after
+            for item in items:
+                outbox.put_nowait(item)
+            done.set_result(None)
+
+        async def reader() -> None:
+            nonlocal previous
+            try:
+                async for message in request_iterator:
+                    try:
+                        decoupled = self.server.model(message.model_name, message.model_version).decoupled
+                    except OpenInferError:
+                        decoupled = False
+                    done: asyncio.Future[None] = loop.create_future()
+                    after = None if decoupled else (previous or _resolved(loop))
+                    task = asyncio.create_task(run(message, after, done))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+                    if not decoupled:
+                        previous = done
+                await asyncio.gather(*list(tasks), return_exceptions=True)
+            finally:
+                outbox.put_nowait(None)
+
+        read_task = asyncio.create_task(reader())
+        try:
+            while True:
+                item = await outbox.get()
+                if item is None:
+                    break
+                if isinstance(item, OpenInferError):
+                    await context.abort(_grpc_code(item), item.message)
+                yield item
+        finally:
+            read_task.cancel()
+            for task in list(tasks):
+                task.cancel()
+
+    async def ModelConfig(self, request, context):
+        return pb.ModelConfigResponse(config=self.server.model_config(request.name, request.version))
+
+    async def ModelStatistics(self, request, context):
+        stats = self.server.statistics(request.name, request.version)
+        response = pb.ModelStatisticsResponse()
+        for entry in stats:
+            item = response.model_stats.add(
+                name=entry["name"],
+                version=entry["version"],
+                last_inference=entry["last_inference"],
+                inference_count=entry["inference_count"],
+                execution_count=entry["execution_count"],
+            )
+            for key, value in entry["inference_stats"].items():
+                getattr(item.inference_stats, key).count = value["count"]
+                getattr(item.inference_stats, key).ns = value["ns"]
+            for batch in entry["batch_stats"]:
+                b = item.batch_stats.add(batch_size=batch["batch_size"])
+                for key in ("compute_input", "compute_infer", "compute_output"):
+                    getattr(b, key).count = batch[key]["count"]
+                    getattr(b, key).ns = batch[key]["ns"]
+        return response
+
+    async def RepositoryIndex(self, request, context):
+        if request.repository_name:
+            from ...core.errors import UnsupportedError
+
+            raise UnsupportedError("'repository_name' specification is not supported")
+        response = pb.RepositoryIndexResponse()
+        for row in self.server.repository_index(request.ready):
+            response.models.add(
+                name=row["name"], version=row.get("version", ""), state=row.get("state", ""), reason=row.get("reason", "")
+            )
+        return response
+
+    async def RepositoryModelLoad(self, request, context):
+        from ...core.errors import InvalidArgumentError, UnsupportedError
+
+        if request.repository_name:
+            raise UnsupportedError("'repository_name' specification is not supported")
+        config, files = None, {}
+        for key, param in request.parameters.items():
+            which = param.WhichOneof("parameter_choice")
+            if key == "config":
+                if which != "string_param":
+                    raise InvalidArgumentError("invalid value type for load parameter 'config', expected string_param.")
+                config = param.string_param
+            elif key.startswith("file:"):
+                if which != "bytes_param":
+                    raise InvalidArgumentError(f"invalid value type for load parameter '{key}', expected bytes_param.")
+                files[key] = param.bytes_param
+            else:
+                raise InvalidArgumentError(f"unrecognized load parameter '{key}'.")
+        await self.server.load_model(request.model_name, config, files or None)
+        return pb.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request, context):
+        from ...core.errors import UnsupportedError
+
+        if request.repository_name:
+            raise UnsupportedError("'repository_name' specification is not supported")
+        param = request.parameters.get("unload_dependents")
+        dependents = bool(param.bool_param) if param is not None else False
+        await self.server.unload_model(request.model_name, dependents)
+        return pb.RepositoryModelUnloadResponse()
+
+
+def _resolved(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    future: asyncio.Future[None] = loop.create_future()
+    future.set_result(None)
+    return future
+
+
+class HealthServicer(health_pb2_grpc.HealthServicer):
+    def __init__(self, server: InferenceServer) -> None:
+        self.server = server
+
+    async def Check(self, request, context):
+        status = health_pb2.HealthCheckResponse.SERVING if self.server.ready() else health_pb2.HealthCheckResponse.NOT_SERVING
+        return health_pb2.HealthCheckResponse(status=status)
+
+
+def guarded(servicer_cls: type, access: AccessPolicy) -> type:
+    """A subclass whose every RPC goes through the guard (restrictions + error mapping)."""
+    guard = _Guard(access)
+    namespace: dict[str, Any] = {}
+    for name in RPC_GROUPS:
+        fn = getattr(servicer_cls, name, None)
+        if fn is None:
+            continue
+        if name == "ModelStreamInfer" or name == "Watch":
+            if name == "Watch":
+                continue
+            namespace[name] = guard.stream(name, fn)
+        else:
+            namespace[name] = guard.unary(name, fn)
+    return type(f"Guarded{servicer_cls.__name__}", (servicer_cls,), namespace)
+
+
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 2**31 - 1),
+    ("grpc.max_receive_message_length", 2**31 - 1),
+    ("grpc.so_reuseport", 0),
+]
+
+
+async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy, extra: list[Callable] | None = None,
+                     compression: grpc.Compression | None = None) -> grpc.aio.Server:
+    """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets)."""
+    grpc_server = grpc.aio.server(options=GRPC_OPTIONS, compression=compression)
+    servicer_cls = guarded(InferenceServicer, access)
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), grpc_server)
+    health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), grpc_server)
+    for hook in extra or []:
+        hook(grpc_server)
+    try:
+        bound = grpc_server.add_insecure_port(address)
+    except RuntimeError:
+        bound = 0
+    if bound == 0:
+        raise OSError(f"failed to bind the gRPC server to {address} (address in use?)")
+    await grpc_server.start()
+    return grpc_server

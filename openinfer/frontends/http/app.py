@@ -1,0 +1,190 @@
+"""The KServe v2 HTTP frontend as a bare ASGI application.
+
+No web framework sits on the infer path: a regex router in Triton's shape, bodies read once,
+orjson in and out. Every error becomes `{"error": "..."}` with the status from the core's table.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ...core.errors import InvalidArgumentError, OpenInferError, status_of
+from ...core.server import InferenceServer
+from ..access import AccessPolicy
+from .compression import decompress
+
+log = logging.getLogger("openinfer.http")
+
+JSON = [(b"content-type", b"application/json")]
+TEXT = [(b"content-type", b"text/plain")]
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    match: re.Match[str] | None = None
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int = 200
+    body: bytes = b""
+    headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(JSON))
+
+
+Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
+
+
+@dataclass(slots=True)
+class Route:
+    pattern: re.Pattern[str]
+    methods: frozenset[str]
+    group: str | None  # restricted-API group
+    handler: Handler
+    raw_body: bool = False  # handler decompresses itself (infer)
+
+
+def json_response(value: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(status, orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+def error_response(status: int, message: str) -> HttpResponse:
+    return HttpResponse(status, orjson.dumps({"error": message}))
+
+
+@dataclass
+class HttpOptions:
+    max_input_size: int = 64 * 1024 * 1024
+    access: AccessPolicy = field(default_factory=AccessPolicy)
+    header_forward_pattern: str | None = None
+
+
+class HttpApp:
+    """ASGI app: routes, restricted groups, body limits and the error envelope."""
+
+    def __init__(self, server: InferenceServer, options: HttpOptions | None = None) -> None:
+        self.server = server
+        self.options = options or HttpOptions()
+        self.routes: list[Route] = []
+        self.forward = (
+            re.compile(self.options.header_forward_pattern, re.IGNORECASE)
+            if self.options.header_forward_pattern
+            else None
+        )
+
+    def add_route(
+        self, pattern: str, methods: str | tuple[str, ...], group: str | None, handler: Handler, *, raw_body: bool = False
+    ) -> None:
+        names = (methods,) if isinstance(methods, str) else methods
+        self.routes.append(Route(re.compile(pattern + "$"), frozenset(names), group, handler, raw_body))
+
+    # ------------------------------------------------------------------ ASGI
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        kind = scope["type"]
+        if kind == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if kind != "http":
+            return
+        path: str = scope["path"]
+        for route in self.routes:
+            match = route.pattern.match(path)
+            if match is not None:
+                break
+        else:
+            await self._send(send, error_response(404, "Not Found"))
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if route.group is not None:
+            restriction = self.options.access.restriction(route.group)
+            if restriction is not None and not restriction.allows(headers.get(restriction.key.lower())):
+                await self._drain(receive)
+                await self._send(
+                    send,
+                    error_response(403, f"This API is restricted, expecting header '{restriction.key}'"),
+                )
+                return
+        method = scope["method"]
+        if method not in route.methods:
+            await self._drain(receive)
+            await self._send(send, error_response(405, "Method Not Allowed"))
+            return
+        try:
+            body = await self._read_body(receive, headers)
+            if not route.raw_body:
+                body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
+            response = await route.handler(HttpRequest(method, path, headers, body, match))
+        except OpenInferError as exc:
+            response = error_response(exc.status.http, exc.message)
+        except Exception as exc:  # a bug must still answer in the protocol's format
+            log.exception("unhandled error on %s %s", method, path)
+            response = error_response(status_of(exc).http, f"internal error: {exc}")
+        await self._send(send, response)
+
+    async def _read_body(self, receive: Callable, headers: dict[str, str]) -> bytes:
+        limit = self.options.max_input_size
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
+            await self._drain(receive)
+            raise InvalidArgumentError(
+                f"Request body size ({declared} bytes) exceeds the maximum allowed value of {limit} "
+                f"bytes. Use --http-max-input-size to increase the limit."
+            )
+        message = await receive()
+        body = message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body"):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise InvalidArgumentError("client disconnected before the request body was complete")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._drain(receive)
+                raise InvalidArgumentError(
+                    f"Request body size exceeds the maximum allowed value of {limit} bytes. "
+                    f"Use --http-max-input-size to increase the limit."
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @staticmethod
+    async def _drain(receive: Callable) -> None:
+        message = {"more_body": True}
+        while message.get("more_body"):
+            message = await receive()
+            if message.get("type") == "http.disconnect":
+                return
+
+    @staticmethod
+    async def _send(send: Callable, response: HttpResponse) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [*response.headers, (b"content-length", str(len(response.body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    @staticmethod
+    async def _lifespan(receive: Callable, send: Callable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,258 @@
+"""KServe v2 JSON (+ binary tensor extension) <-> core requests and responses.
+
+The hot path: orjson for the JSON, numpy straight from the parsed lists, and binary inputs
+as zero-copy views over the request body.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ...core import datatypes
+from ...core.errors import InternalError, InvalidArgumentError
+from ...core.parameters import apply_reserved
+from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+
+_ONE_OF = ("data", "binary_data_size", "shared_memory_region")
+
+
+def loads(body: bytes | memoryview) -> Any:
+    """Parse JSON; NaN and Infinity tokens are accepted as Triton accepts them."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        try:
+            return json.loads(bytes(body))
+        except (ValueError, RecursionError):
+            raise InternalError(f"failed to parse the request JSON buffer: {exc}") from None
+
+
+def _parameters(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InternalError(f"Unable to parse 'parameters' of {where}: expected a JSON object")
+    for key, item in value.items():
+        if not isinstance(item, (str, int, float, bool)):
+            raise InvalidArgumentError(
+                f"parameter '{key}' of {where} has an unsupported type; expected string, number or bool"
+            )
+    return value
+
+
+def _shape(value: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    ):
+        raise InternalError(
+            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
+        )
+    return tuple(value)
+
+
+def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
+    dt = datatypes.lookup(datatype)
+    count = datatypes.element_count(shape)
+    if datatype in ("FP16", "BF16"):
+        raise InvalidArgumentError(
+            f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
+            f"for input {name}"
+        )
+    if not isinstance(data, list):
+        data = [data]
+    try:
+        if datatype == "BYTES":
+            flat = np.array(data, dtype=np.object_).reshape(-1)
+            out = np.empty(flat.size, dtype=np.object_)
+            for i, item in enumerate(flat):
+                if not isinstance(item, str):
+                    raise InternalError("attempt to access JSON non-string as string")
+                out[i] = item.encode("utf-8")
+            array = out
+        else:
+            array = np.array(data)
+            kind = array.dtype.kind
+            if array.size:
+                if datatype == "BOOL":
+                    ok, expected = kind == "b", "boolean"
+                elif datatype in ("FP32", "FP64"):
+                    ok, expected = kind in "iuf", "number"
+                else:
+                    ok, expected = kind in "iu", "integer"
+                if not ok:
+                    raise InternalError(
+                        f"attempt to access JSON non-{expected} as {expected} in input '{name}'"
+                    )
+            array = array.astype(dt.numpy, copy=False) if array.dtype != dt.numpy else array
+    except (ValueError, TypeError, OverflowError):
+        raise InternalError(
+            "Unable to parse 'data': Shape does not match true shape of 'data' field"
+        ) from None
+    if array.size != count:
+        raise InternalError("Unable to parse 'data': Shape does not match true shape of 'data' field")
+    return array.reshape(shape)
+
+
+def decode_request(
+    body: bytes | memoryview,
+    header_length: int | None,
+    model_name: str,
+    model_version: str,
+    shm: Any = None,
+) -> tuple[InferRequest, bool]:
+    """A core request from an infer body; also returns the `binary_data_output` default."""
+    view = memoryview(body)
+    json_part = view if header_length is None else view[:header_length]
+    doc = loads(json_part)
+    if not isinstance(doc, dict):
+        raise InternalError("failed to parse the request JSON buffer: expected a JSON object")
+    request = InferRequest(model_name=model_name, model_version=model_version)
+    rid = doc.get("id")
+    if rid is not None:
+        if not isinstance(rid, str):
+            raise InternalError("Unable to parse 'id': attempt to access JSON non-string as string")
+        request.id = rid
+    params = dict(_parameters(doc.get("parameters"), "the request"))
+    binary_default = params.pop("binary_data_output", False)
+    if not isinstance(binary_default, bool):
+        raise InvalidArgumentError("'binary_data_output' must be a boolean")
+    request.parameters = params
+    apply_reserved(request)
+
+    inputs = doc.get("inputs")
+    if not isinstance(inputs, list):
+        raise InternalError("Unable to parse 'inputs': expected a JSON array")
+    offset = header_length or 0
+    for item in inputs:
+        if not isinstance(item, dict):
+            raise InternalError("Unable to parse 'inputs': expected JSON objects")
+        name = item.get("name")
+        datatype = item.get("datatype")
+        if not isinstance(name, str):
+            raise InternalError("Unable to parse 'name': attempt to access JSON non-string as string")
+        if not isinstance(datatype, str):
+            raise InternalError("Unable to parse 'datatype': attempt to access JSON non-string as string")
+        datatypes.lookup(datatype)
+        shape = _shape(item.get("shape"), name)
+        tparams = _parameters(item.get("parameters"), f"input '{name}'")
+        present = [k for k in _ONE_OF if (k in item if k == "data" else k in tparams)]
+        if len(present) != 1:
+            got = "But no field is set" if not present else "But set " + " ".join(f"'{p}'" for p in present)
+            raise InvalidArgumentError(
+                "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+                f"'parameters', 'shared_memory_region' in 'parameters'. {got}"
+            )
+        which = present[0]
+        if which == "data":
+            array = _json_data(item["data"], datatype, shape, name, model_name)
+        elif which == "binary_data_size":
+            size = tparams["binary_data_size"]
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+                raise InvalidArgumentError(f"'binary_data_size' of input '{name}' must be an unsigned integer")
+            if header_length is None or offset + size > len(view):
+                raise InvalidArgumentError(
+                    f"unexpected size for input '{name}', expecting {size} additional bytes for model "
+                    f"'{model_name}'"
+                )
+            array = datatypes.from_wire_bytes(
+                view[offset : offset + size], datatype, shape, name=name, model=model_name
+            )
+            offset += size
+        else:
+            if shm is None:
+                raise InvalidArgumentError("shared memory is not available")
+            array = shm.read_input(name, datatype, shape, tparams, model_name)
+        tparams = {k: v for k, v in tparams.items() if k not in ("binary_data_size",)}
+        request.inputs.append(Tensor(name, datatype, shape, array, tparams))
+    if header_length is not None and offset != len(view):
+        raise InvalidArgumentError(f"unexpected additional input data for model '{model_name}'")
+
+    outputs = doc.get("outputs")
+    if outputs is not None:
+        if not isinstance(outputs, list):
+            raise InternalError("Unable to parse 'outputs': expected a JSON array")
+        request.outputs = [_requested_output(o) for o in outputs]
+    return request, binary_default
+
+
+def _requested_output(item: Any) -> RequestedOutput:
+    if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        raise InternalError("Unable to parse 'outputs': each output needs a string 'name'")
+    name = item["name"]
+    params = _parameters(item.get("parameters"), f"output '{name}'")
+    output = RequestedOutput(name, dict(params))
+    binary = params.get("binary_data")
+    if binary is not None:
+        if not isinstance(binary, bool):
+            raise InvalidArgumentError(f"'binary_data' of output '{name}' must be a boolean")
+        output.binary = binary
+    k = params.get("classification")
+    if k is not None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InvalidArgumentError(f"'classification' of output '{name}' must be a positive integer")
+        output.classification = k
+    region = params.get("shared_memory_region")
+    if region is not None:
+        if output.binary:
+            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'binary_data'")
+        if output.classification:
+            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'classification'")
+        output.shm_region = str(region)
+        output.shm_byte_size = int(params.get("shared_memory_byte_size", 0))
+        output.shm_offset = int(params.get("shared_memory_offset", 0))
+    return output
+
+
+def _json_value(array: np.ndarray, datatype: str, name: str) -> Any:
+    if datatype == "BYTES":
+        return [
+            x.decode("utf-8", errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
+            for x in array.reshape(-1)
+        ]
+    if datatype in ("FP16", "BF16"):
+        raise InvalidArgumentError(
+            f"sending {datatype} data via JSON is not supported. Please use the binary data format for "
+            f"output {name}"
+        )
+    return array.reshape(-1)
+
+
+def encode_response(response: InferResponse, binary_default: bool) -> tuple[bytes, int | None]:
+    """The response body and, when binary outputs follow the JSON, the JSON header's length."""
+    requested = response.requested
+    outputs = []
+    blobs: list[bytes | memoryview] = []
+    for tensor in response.outputs:
+        entry: dict[str, Any] = {
+            "name": tensor.name,
+            "datatype": tensor.datatype,
+            "shape": list(tensor.shape),
+        }
+        if tensor.parameters:
+            entry["parameters"] = dict(tensor.parameters)
+        if tensor.data is not None:
+            wanted = requested.get(tensor.name) if requested else None
+            binary = binary_default if wanted is None or wanted.binary is None else wanted.binary
+            if binary:
+                blob = datatypes.to_wire_bytes(tensor.data, tensor.datatype)
+                entry.setdefault("parameters", {})["binary_data_size"] = len(blob) if not isinstance(blob, memoryview) else blob.nbytes
+                blobs.append(blob)
+            else:
+                entry["data"] = _json_value(tensor.data, tensor.datatype, tensor.name)
+        outputs.append(entry)
+    doc: dict[str, Any] = {}
+    if response.id:
+        doc["id"] = response.id
+    doc["model_name"] = response.model_name
+    doc["model_version"] = response.model_version
+    if response.parameters:
+        doc["parameters"] = response.parameters
+    doc["outputs"] = outputs
+    header = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not any(len(b) for b in blobs):
+        return header, None
+    return b"".join([header, *blobs]), len(header)

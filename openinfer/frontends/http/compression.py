@@ -1,0 +1,54 @@
+"""Request bodies in gzip/deflate and compressed infer responses, as Triton negotiates them."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+from ...core.errors import InvalidArgumentError, UnsupportedError
+
+
+def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """Inflate a request body (gzip or zlib container), refusing to grow past `limit` bytes."""
+    if not encoding or encoding.strip().lower() == "identity":
+        return body
+    kind = encoding.strip().lower()
+    if kind not in ("gzip", "deflate"):
+        raise UnsupportedError("Unsupported compression type")
+    inflater = zlib.decompressobj(15 | 32)  # auto-detect gzip or zlib headers
+    try:
+        out = inflater.decompress(body, limit + 1)
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise InvalidArgumentError(
+                f"decompressed request body is larger than --http-max-input-size ({limit} bytes)"
+            )
+        out += inflater.flush()
+    except zlib.error as exc:
+        raise InvalidArgumentError(f"failed to decompress the request body: {exc}") from None
+    return out
+
+
+def choose_encoding(accept: str | None) -> str | None:
+    """The response encoding from Accept-Encoding: highest weight among identity/deflate/gzip."""
+    if not accept:
+        return None
+    best, best_weight = None, 0.0
+    for part in accept.split(","):
+        name, _, params = part.strip().partition(";")
+        name = name.strip().lower()
+        weight = 1.0
+        params = params.strip()
+        if params.startswith("q="):
+            try:
+                weight = float(params[2:])
+            except ValueError:
+                weight = 0.0
+        if name in ("identity", "deflate", "gzip") and weight > best_weight:
+            best, best_weight = name, weight
+    return None if best == "identity" else best
+
+
+def compress(body: bytes, encoding: str) -> bytes:
+    if encoding == "gzip":
+        return gzip.compress(body, compresslevel=6)
+    return zlib.compress(body)

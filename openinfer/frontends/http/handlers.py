@@ -1,0 +1,203 @@
+"""Handlers for the core v2 endpoints, model configuration, statistics and repository."""
+
+from __future__ import annotations
+
+import base64
+from urllib.parse import unquote
+
+from ...core import config as configs
+from ...core import datatypes
+from ...core.errors import InternalError, InvalidArgumentError, UnsupportedError
+from ...core.parameters import RESERVED
+from ...core.types import InferRequest, Tensor
+from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
+from .codec import decode_request, encode_response, loads
+from .compression import choose_encoding, compress, decompress
+
+_MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
+_DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
+
+
+def _model_args(req: HttpRequest) -> tuple[str, str]:
+    assert req.match is not None
+    return unquote(req.match.group(1)), req.match.group(2) or ""
+
+
+def _header_length(value: str | None, body_length: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        length = int(value)
+    except ValueError:
+        raise InvalidArgumentError(f"Unable to parse Inference-Header-Content-Length, got: {value}") from None
+    if length < 0 or length > body_length:
+        raise InvalidArgumentError(
+            f"inference header size should be in range (0, {body_length}), got: {value}"
+        )
+    return length
+
+
+def install(app: HttpApp) -> None:
+    server = app.server
+    opts = app.options
+
+    async def live(req: HttpRequest) -> HttpResponse:
+        return HttpResponse(200 if server.live() else 400, b"", list(TEXT))
+
+    async def ready(req: HttpRequest) -> HttpResponse:
+        return HttpResponse(200 if server.ready() else 400, b"", list(TEXT))
+
+    async def server_metadata(req: HttpRequest) -> HttpResponse:
+        meta = server.metadata()
+        return json_response({"name": meta.name, "version": meta.version, "extensions": meta.extensions})
+
+    async def model_ready(req: HttpRequest) -> HttpResponse:
+        name, version = _model_args(req)
+        server.model(name, version)  # raises Triton's not-found / not-ready errors
+        if not server.model_ready(name, version):
+            return error_response(400, "Model version not ready")
+        return HttpResponse(200, b"", list(TEXT))
+
+    async def model_metadata(req: HttpRequest) -> HttpResponse:
+        name, version = _model_args(req)
+        meta = server.model_metadata(name, version)
+        return json_response(
+            {
+                "name": meta.name,
+                "versions": meta.versions,
+                "platform": meta.platform,
+                "inputs": [{"name": t.name, "datatype": t.datatype, "shape": t.shape} for t in meta.inputs],
+                "outputs": [{"name": t.name, "datatype": t.datatype, "shape": t.shape} for t in meta.outputs],
+            }
+        )
+
+    async def model_config(req: HttpRequest) -> HttpResponse:
+        name, version = _model_args(req)
+        return json_response(configs.config_to_json(server.model_config(name, version)))
+
+    async def infer(req: HttpRequest) -> HttpResponse:
+        name, version = _model_args(req)
+        body = decompress(req.body, req.headers.get("content-encoding"), opts.max_input_size)
+        header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
+        if header_length == 0:
+            request, binary_default = _raw_request(body, name, version), True
+        else:
+            request, binary_default = decode_request(body, header_length, name, version, server.shm)
+        if app.forward is not None:
+            _forward_headers(app, req, request)
+        response = await server.infer(request, decoupled_error=_DECOUPLED)
+        payload, json_length = encode_response(response, binary_default)
+        headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
+        if json_length is not None:
+            headers.append((b"inference-header-content-length", str(json_length).encode()))
+        encoding = choose_encoding(req.headers.get("accept-encoding"))
+        if encoding is not None:
+            payload = compress(payload, encoding)
+            headers.append((b"content-encoding", encoding.encode()))
+        return HttpResponse(200, payload, headers)
+
+    def _raw_request(body: bytes, name: str, version: str) -> InferRequest:
+        """Header length 0: the whole body is the data of the model's only input."""
+        model = server.model(name, version)
+        if len(model.inputs) != 1:
+            raise InvalidArgumentError(
+                f"Raw request must only have 1 input (found 1) to be deduced but got "
+                f"{len(model.inputs)} inputs in '{name}' model configuration"
+            )
+        spec = next(iter(model.inputs.values()))
+        dims = list(spec.dims)
+        if spec.datatype == "BYTES":
+            shape = [1]
+        else:
+            size = datatypes.lookup(spec.datatype).size
+            known = datatypes.element_count([d for d in dims if d != -1])
+            variable = dims.count(-1)
+            if variable > 1:
+                raise InvalidArgumentError(
+                    f"Raw request for model '{name}' can have at most one variable-size dimension"
+                )
+            if variable == 1:
+                dims[dims.index(-1)] = len(body) // size // max(known, 1)
+            shape = dims
+        if model.max_batch_size > 0:
+            shape = [1, *shape]
+        array = datatypes.from_wire_bytes(memoryview(body), spec.datatype, tuple(shape), name=spec.name, model=name)
+        return InferRequest(model_name=name, model_version=version, inputs=[Tensor(spec.name, spec.datatype, tuple(shape), array)])
+
+    async def model_stats(req: HttpRequest) -> HttpResponse:
+        name, version = ("", "") if req.match is None or req.match.lastindex is None else _model_args(req)
+        return json_response({"model_stats": server.statistics(name, version)})
+
+    async def repository_index(req: HttpRequest) -> HttpResponse:
+        _no_repository_name(req)
+        ready = False
+        if req.body.strip():
+            doc = loads(req.body)
+            value = doc.get("ready", False) if isinstance(doc, dict) else False
+            if not isinstance(value, bool):
+                raise InvalidArgumentError("Invalid value for 'ready': expected a boolean")
+            ready = value
+        return json_response(server.repository_index(ready))
+
+    async def repository_load(req: HttpRequest) -> HttpResponse:
+        _no_repository_name(req)
+        name = unquote(req.match.group(2))  # type: ignore[union-attr]
+        config, files = None, {}
+        if req.body.strip():
+            doc = loads(req.body)
+            params = doc.get("parameters", {}) if isinstance(doc, dict) else {}
+            if not isinstance(params, dict):
+                raise InternalError("Unable to parse 'parameters': expected a JSON object")
+            for key, value in params.items():
+                if not isinstance(value, str):
+                    raise InternalError(f"Unable to parse '{key}': attempt to access JSON non-string as string")
+                if key == "config":
+                    config = value
+                elif key.startswith("file:"):
+                    try:
+                        files[key] = base64.b64decode(value, validate=True)
+                    except ValueError:
+                        raise InvalidArgumentError(f"'{key}' must be base64-encoded file content") from None
+                else:
+                    raise InternalError("unexpected error on creating Triton parameter")
+        await server.load_model(name, config, files or None)
+        return HttpResponse(200, b"")
+
+    async def repository_unload(req: HttpRequest) -> HttpResponse:
+        _no_repository_name(req)
+        name = unquote(req.match.group(2))  # type: ignore[union-attr]
+        dependents = False
+        if req.body.strip():
+            doc = loads(req.body)
+            params = doc.get("parameters", {}) if isinstance(doc, dict) else {}
+            value = params.get("unload_dependents", False) if isinstance(params, dict) else False
+            dependents = bool(value)
+        await server.unload_model(name, dependents)
+        return HttpResponse(200, b"")
+
+    app.add_route(r"/v2/health/live", "GET", "health", live)
+    app.add_route(r"/v2/health/ready", "GET", "health", ready)
+    app.add_route(r"/v2", "GET", "metadata", server_metadata)
+    app.add_route(r"/v2/models/stats", "GET", "statistics", model_stats)
+    app.add_route(_MODEL + r"/ready", "GET", "health", model_ready)
+    app.add_route(_MODEL + r"/infer", "POST", "inference", infer, raw_body=True)
+    app.add_route(_MODEL + r"/config", "GET", "model-config", model_config)
+    app.add_route(_MODEL + r"/stats", "GET", "statistics", model_stats)
+    app.add_route(_MODEL, "GET", "metadata", model_metadata)
+    app.add_route(r"/v2/repository(?:/([^/]+))?/index", "POST", "model-repository", repository_index)
+    app.add_route(r"/v2/repository(?:/([^/]+))?/models/([^/]+)/load", "POST", "model-repository", repository_load)
+    app.add_route(r"/v2/repository(?:/([^/]+))?/models/([^/]+)/unload", "POST", "model-repository", repository_unload)
+
+
+def _no_repository_name(req: HttpRequest) -> None:
+    if req.match is not None and req.match.group(1):
+        raise UnsupportedError("'repository_name' specification is not supported")
+
+
+def _forward_headers(app: HttpApp, req: HttpRequest, request: InferRequest) -> None:
+    for key, value in req.headers.items():
+        if app.forward is not None and app.forward.search(key):
+            if key in RESERVED or key.startswith("triton_"):
+                raise InvalidArgumentError(f"Header '{key}' is reserved for Triton usage and cannot be forwarded.")
+            request.parameters[key] = value
+

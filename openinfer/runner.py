@@ -1,0 +1,251 @@
+"""The composition root: settings -> core -> frontends, one event loop, ordered shutdown."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backends.registry import BackendRegistry
+from .core.repository import ControlMode, RepositoryOptions
+from .core.server import InferenceServer, ServerOptions
+from .frontends.access import AccessPolicy
+
+log = logging.getLogger("openinfer")
+
+
+def host_of(address: str) -> str:
+    """tritonserver address syntax -> a bindable host: `ipv6:[::1]` and `[::]` become `::1`, `::`."""
+    if address.startswith("ipv6:"):
+        address = address[len("ipv6:") :]
+    return address.strip("[]")
+
+
+def grpc_target(address: str, port: int) -> str:
+    host = host_of(address)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def display(address: str, port: int) -> str:
+    host = host_of(address)
+    return f"ipv6:[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def configure_logging(args: argparse.Namespace) -> None:
+    level = logging.DEBUG if args.log_verbose > 0 else logging.INFO if args.log_info else logging.WARNING
+    if not args.log_warning and not args.log_info:
+        level = logging.ERROR
+    datefmt = "%Y-%m-%dT%H:%M:%SZ" if args.log_format == "ISO8601" else "%m%d %H:%M:%S"
+    handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname).1s%(asctime)s %(process)d %(name)s] %(message)s", datefmt))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("uvicorn.access",):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _backend_config(specs: list[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        backend, _, pair = spec.partition(",")
+        key, _, value = pair.partition("=")
+        if not pair:  # a global setting: `--backend-config default-max-batch-size=8`
+            key, _, value = backend.partition("=")
+            backend = ""
+        out.setdefault(backend, {})[key] = value
+    return out
+
+
+def build_server(args: argparse.Namespace) -> InferenceServer:
+    mode = ControlMode(args.model_control_mode)
+    if args.load_model and mode is not ControlMode.EXPLICIT:
+        raise SystemExit("error: --load-model requires --model-control-mode=explicit")
+    if "*" in args.load_model and len(args.load_model) > 1:
+        raise SystemExit("error: --load-model=* must be the only --load-model")
+    for repo in args.model_repository:
+        if not Path(repo).is_dir():
+            raise SystemExit(f"error: model repository '{repo}' is not a directory")
+    repo_options = RepositoryOptions(
+        control_mode=mode,
+        startup_models=list(args.load_model),
+        poll_secs=args.repository_poll_secs if mode is ControlMode.POLL else 0,
+        auto_complete=not (args.disable_auto_complete_config or args.strict_model_config),
+        model_config_name=args.model_config_name,
+        backend_config=_backend_config(args.backend_config),
+        exit_timeout_secs=args.exit_timeout_secs,
+    )
+    options = ServerOptions(
+        model_repositories=[Path(p) for p in args.model_repository],
+        server_id=args.id,
+        strict_readiness=args.strict_readiness,
+        exit_timeout_secs=args.exit_timeout_secs,
+        repository=repo_options,
+    )
+    return InferenceServer(options, BackendRegistry())
+
+
+def model_table(server: InferenceServer) -> str:
+    rows = [("Model", "Version", "Status")]
+    for row in server.repository_index():
+        if "state" not in row:
+            continue
+        status = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
+        rows.append((row["name"], row["version"], status))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line]
+    for index, row in enumerate(rows):
+        out.append("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
+        if index == 0:
+            out.append(line)
+    out.append(line)
+    return "\n".join(out)
+
+
+@dataclass
+class Frontends:
+    uvicorn_servers: list
+    grpc_server: object | None
+
+
+class _QuietUvicorn:
+    """uvicorn.Server without its own signal handling: shutdown order is ours."""
+
+    @staticmethod
+    def make(app, host: str, port: int, reuse_port: bool = False):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # type: ignore[override]
+                yield
+
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            loop="none",
+            http="httptools",
+            lifespan="off",
+            access_log=False,
+            log_level="warning",
+            timeout_keep_alive=30,
+            h11_max_incomplete_event_size=64 * 1024,
+        )
+        return Server(config)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    from .frontends.http.app import HttpApp, HttpOptions
+    from .frontends.http import handlers
+    from .frontends.grpc.service import start_grpc
+    from .frontends.metrics import metrics_app
+
+    try:
+        http_access = AccessPolicy.parse(args.http_restricted_api)
+        grpc_access = AccessPolicy.parse(args.grpc_restricted_protocol)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    server = build_server(args)
+    extensions = _load_extensions()
+    for ext in extensions:
+        ext.configure(server, args)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    await server.start()
+    print(model_table(server), file=sys.stderr, flush=True)
+    failed = [r for r in server.repository_index() if r.get("state") == "UNAVAILABLE" and r.get("reason") != "unloaded"]
+    if failed and args.exit_on_error:
+        print("error: failed to load all models", file=sys.stderr)
+        await server.stop()
+        return 1
+
+    uvicorn_servers = []
+    tasks = []
+    grpc_server = None
+    if args.allow_grpc:
+        target = grpc_target(args.grpc_address, args.grpc_port)
+        compression = None
+        if args.grpc_infer_response_compression_level != "none":
+            import grpc
+
+            compression = grpc.Compression.Gzip
+        try:
+            grpc_server = await start_grpc(
+                server, target, grpc_access, [e.grpc_hook for e in extensions if hasattr(e, "grpc_hook")], compression
+            )
+        except OSError as exc:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+            await server.stop()
+            return 1
+        print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
+    if args.allow_http:
+        app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
+        handlers.install(app)
+        for ext in extensions:
+            if hasattr(ext, "http_hook"):
+                ext.http_hook(app)
+        http = _QuietUvicorn.make(app, host_of(args.http_address), args.http_port, args.reuse_http_port)
+        uvicorn_servers.append(http)
+        tasks.append(asyncio.create_task(http.serve()))
+    if args.allow_metrics:
+        maddr = args.metrics_address or args.http_address
+        metrics = _QuietUvicorn.make(metrics_app(server), host_of(maddr), args.metrics_port)
+        uvicorn_servers.append(metrics)
+        tasks.append(asyncio.create_task(metrics.serve()))
+    for ext in extensions:
+        if hasattr(ext, "start"):
+            extra = await ext.start(server, args)
+            uvicorn_servers.extend(extra.get("uvicorn", []))
+            tasks.extend(extra.get("tasks", []))
+    # Wait until every listener is up (or one failed to bind).
+    while not all(s.started for s in uvicorn_servers):
+        if any(t.done() for t in tasks):
+            break
+        await asyncio.sleep(0.02)
+    for task in tasks:
+        if task.done():
+            print("error: a listener failed to start (address in use?)", file=sys.stderr, flush=True)
+            stop.set()
+    if args.allow_http:
+        print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
+    if args.allow_metrics:
+        print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
+
+    await stop.wait()
+    print("Shutting down: draining in-flight requests", file=sys.stderr, flush=True)
+    await server.stop()  # refuses new work, waits for in-flight requests, unloads
+    for s in uvicorn_servers:
+        s.should_exit = True
+    if grpc_server is not None:
+        await grpc_server.stop(grace=1)  # type: ignore[attr-defined]
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return 0
+
+
+def _load_extensions() -> list:
+    """Optional frontends and services (OpenAI, shared memory, trace...) that register themselves."""
+    from .extensions import discover
+
+    return discover()
+
+
+def run_server(args: argparse.Namespace) -> int:
+    configure_logging(args)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    return asyncio.run(serve(args))
