@@ -21,8 +21,7 @@ from .model import LoadedModel
 from .outputs import finish_outputs
 from .repository import ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
-from .scheduling import DirectScheduler
-from .scheduling.base import InstancePool
+from .scheduling import InstancePool, make_scheduler
 from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 
 log = logging.getLogger("openinfer.server")
@@ -53,10 +52,6 @@ class ServerOptions:
     repository: RepositoryOptions = field(default_factory=RepositoryOptions)
 
 
-def default_scheduler(model: LoadedModel, pool: InstancePool) -> DirectScheduler:
-    return DirectScheduler(pool, model.stats, model.name)
-
-
 class InferenceServer:
     """The composition of repository, schedulers and statistics behind every frontend."""
 
@@ -64,7 +59,7 @@ class InferenceServer:
         self,
         options: ServerOptions,
         backends: Callable[[str], Backend | None],
-        schedulers: Callable[[LoadedModel, InstancePool], object] = default_scheduler,
+        schedulers: Callable[[LoadedModel, InstancePool], object] = make_scheduler,
     ) -> None:
         self.options = options
         self.repository = ModelRepository(

@@ -52,7 +52,3 @@ class InstancePool:
                 waiter.set_result(instance)
                 return
         self._idle.append(instance)
-
-    def replace(self, old: ModelInstance, new: ModelInstance) -> None:
-        """Swap a dead instance for its restarted copy (the old one is not idle)."""
-        self.release(new)

@@ -1,0 +1,118 @@
+"""Start the real `openinfer serve` on free ports and write model repositories for tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "model_repository"
+
+
+def free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_model(
+    repo: Path, name: str, config: str, model_py: str | None = None, version: int = 1, files: dict[str, bytes] | None = None
+) -> Path:
+    """A model directory as Triton users lay it out: config.pbtxt and `<version>/model.py`."""
+    model_dir = repo / name
+    (model_dir / str(version)).mkdir(parents=True, exist_ok=True)
+    (model_dir / "config.pbtxt").write_text(textwrap.dedent(config))
+    if model_py is not None:
+        (model_dir / str(version) / "model.py").write_text(textwrap.dedent(model_py))
+    for relative, content in (files or {}).items():
+        path = model_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+    return model_dir
+
+
+@dataclass
+class Server:
+    """A running `openinfer serve` process."""
+
+    repository: Path
+    args: list[str] = field(default_factory=list)
+    http_port: int = 0
+    grpc_port: int = 0
+    metrics_port: int = 0
+    process: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    @property
+    def http_url(self) -> str:
+        return f"localhost:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"localhost:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://localhost:{self.metrics_port}/metrics"
+
+    def start(self, wait_for: str = "live", timeout: float = 90) -> Server:
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        command = [
+            sys.executable, "-m", "openinfer.cli", "serve",
+            "--model-repository", str(self.repository),
+            "--http-port", str(self.http_port),
+            "--grpc-port", str(self.grpc_port),
+            "--metrics-port", str(self.metrics_port),
+            "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
+            *self.args,
+        ]
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openinfer-test-{self.http_port}.log"
+        log = open(self.log_path, "wb")
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.log()}")
+            if self._status(f"/v2/health/{wait_for}") == 200 and "Started HTTPService" in self.log():
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not become {wait_for}:\n{self.log()}")
+
+    def _status(self, path: str) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as reply:
+                return reply.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+        except OSError:
+            return 0
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 60) -> int | None:
+        if self.process is None or self.process.poll() is not None:
+            return self.process.returncode if self.process else None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
