@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import struct
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,15 @@ class Tensor:
         if self.datatype == "BYTES":
             return serialize_bytes(self.array)
         return np.ascontiguousarray(self.array, dtype=self.array.dtype.newbyteorder("<")).tobytes()
+
+    @cached_property
+    def raw_cached(self) -> bytes:
+        """``raw()`` computed once: validation compares every response against it."""
+        return self.raw()
+
+    @cached_property
+    def list_cached(self) -> list[Any]:
+        return self.json_data()
 
     def json_data(self) -> list[Any]:
         """Flat list for the JSON ``data`` field."""

@@ -81,6 +81,11 @@ def check(
         got = by_name.get(exp.name)
         if got is None:
             raise ValidationError(f"output {exp.name!r} missing from the response")
+        # Fast paths first: identical bytes or identical JSON numbers need no numpy.
+        if got.raw is not None and bytes(got.raw) == exp.raw_cached:
+            continue
+        if got.data is not None and got.data == exp.list_cached:
+            continue
         want = exp.array.reshape(-1)
         have = _as_array(got)
         if have.shape != want.shape:

@@ -1,0 +1,111 @@
+"""Renders a suite's cells as ``RESULTS.md``: a summary with ratios, then every run."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from typing import Any
+
+CEILING = {"http": "asgi_echo", "grpc": "grpc_echo"}
+PROTOCOL_NAMES = {"http": "HTTP JSON", "grpc": "gRPC"}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _cell(c: dict[str, Any] | None) -> str:
+    if not c:
+        return "–"
+    if c.get("error"):
+        return "failed"
+    return f"{c['throughput']:,.0f}/s · {c['p50_ms']:.2f}/{c['p99_ms']:.2f} ms"
+
+
+def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    if not a or not b or a.get("error") or b.get("error") or not b["throughput"]:
+        return "–"
+    return f"{a['throughput'] / b['throughput']:.2f}×"
+
+
+def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[str, Any]) -> str:
+    by = {(c["server"], c["protocol"], c["size"], c["concurrency"]): c for c in cells}
+    keys = sorted({(c["protocol"], c["size"], c["concurrency"]) for c in cells},
+                  key=lambda k: (k[0] != "http", k[1], k[2]))
+    lines = [
+        "# Benchmark results",
+        "",
+        f"`make bench` (`python -m bench`), {time.strftime('%Y-%m-%d %H:%M %Z')}, on "
+        f"{os.cpu_count()} cores of {_cpu_model()}, Python {platform.python_version()}. "
+        "Every server serves the same FP32 identity model (`identity_fp32`, INPUT0 → OUTPUT0) "
+        "and is driven by the same generator, `openinfer bench`, on the same machine, one "
+        "server at a time; every counted response was checked against the input "
+        f"({settings.get('validation')}). Each cell: throughput · p50/p99 latency. "
+        "Windows of "
+        f"{settings.get('interval_ms')} ms until three agree within "
+        f"{settings.get('stability')} % (at most {settings.get('max_trials')}).",
+        "",
+        "MLServer runs twice, with its default worker process (`parallel_workers: 1`) and with "
+        "`parallel_workers: 0` (model on the event loop); the faster of the two is the one "
+        "compared. The ceilings are a bare ASGI app that parses and echoes the v2 JSON with "
+        "orjson under uvicorn (uvloop, httptools), and a bare grpc.aio `ModelInfer` echo: what "
+        "the stack itself costs before any server logic.",
+        "",
+        "| Protocol | Shape | Conc. | openinfer | MLServer (best) | KServe | ceiling "
+        "| openinfer / MLServer | openinfer / ceiling |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for proto, size, conc in keys:
+        oi = by.get(("openinfer", proto, size, conc))
+        mls = [by.get((k, proto, size, conc)) for k in ("mlserver", "mlserver_pw0")]
+        mls_ok = [m for m in mls if m and not m.get("error")]
+        ml = max(mls_ok, key=lambda m: m["throughput"]) if mls_ok else None
+        ml_text = _cell(ml) + (" (pw0)" if ml and ml["server"] == "mlserver_pw0" else "")
+        ks = by.get(("kserve", proto, size, conc))
+        ceil = by.get((CEILING[proto], proto, size, conc))
+        lines.append(
+            f"| {PROTOCOL_NAMES[proto]} | [1,{size}] | {conc} | {_cell(oi)} | {ml_text} | "
+            f"{_cell(ks)} | {_cell(ceil)} | {_ratio(oi, ml)} | {_ratio(oi, ceil)} |")
+    lines += [
+        "",
+        "## Every run",
+        "",
+        "| Server | Protocol | Shape | Conc. | infer/s | p50 ms | p99 ms | requests "
+        "| server count | client CPU | notes |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for c in sorted(cells, key=lambda c: (c["protocol"] != "http", c["size"], c["concurrency"],
+                                          c["server"])):
+        if c.get("error"):
+            lines.append(f"| {c['label']} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | "
+                         f"{c['concurrency']} | – | – | – | – | – | – | {c['error'][:120]} |")
+            continue
+        notes = [] if c.get("stable", True) else ["not stable"]
+        if c.get("driver") == "wrk":
+            notes.append("wrk")
+        srv = c.get("server_count")
+        lines.append(
+            f"| {c['label']} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | "
+            f"{c['concurrency']} | {c['throughput']:,.0f} | {c['p50_ms']:.2f} | "
+            f"{c['p99_ms']:.2f} | {c['completed']:,} | {'–' if srv is None else f'{srv:,}'} | "
+            f"{c['client_cpu']:.0f}% | {', '.join(notes)} |")
+    if skipped:
+        lines += ["", "## Not measured", ""]
+        lines += [f"- {k}: {why}" for k, why in skipped.items()]
+    if settings.get("client_cost"):
+        lines += ["", "## What the load generator costs", "",
+                  "CPU per request spent by each client against the bare ASGI echo, "
+                  "[1,16] JSON, 16 connections:", "",
+                  "| client | requests/s | CPU µs per request |", "|---|---:|---:|"]
+        lines += [f"| {r['client']} | {r['throughput']:,.0f} | {r['cpu_us']:.0f} |"
+                  for r in settings["client_cost"]]
+    lines += ["", "Reproduce: `make bench` (all servers) or `python -m bench --help`.", ""]
+    return "\n".join(lines)

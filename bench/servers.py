@@ -1,0 +1,166 @@
+"""The servers under test: how to start each on free ports, know it is ready, and stop it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from openinfer.bench.control import ControlError, connect
+
+from .peers import ensure_peer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+MODEL = "identity_fp32"
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class Server:
+    key: str
+    label: str
+    protocols: tuple[str, ...]
+    argv: list[str] = field(default_factory=list)
+    cwd: Path = ROOT
+    http_port: int = 0
+    grpc_port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    skip: str = ""  # why it cannot run here
+
+    def url(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
+
+    def start(self, timeout: float = 180.0) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        log = (RESULTS / f"{self.key}.log").open("wb")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=log, stderr=log, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        pending = list(self.protocols)
+        while pending:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.label} exited with {self.proc.returncode}; "
+                                   f"see {RESULTS / (self.key + '.log')}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.label} not ready after {timeout:.0f} s")
+            try:
+                ctl = connect(pending[0], self.url(pending[0]))
+                try:
+                    ctl.model_info(MODEL, "")
+                finally:
+                    ctl.close()
+                pending.pop(0)
+            except (ControlError, OSError, ConnectionError):
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+
+def _mlserver(parallel_workers: int | None, install: bool) -> Server:
+    key = "mlserver" if parallel_workers is None else f"mlserver_pw{parallel_workers}"
+    label = "MLServer 1.7.1" + (" (parallel_workers: 0)" if parallel_workers == 0 else "")
+    server = Server(key, label, ("http", "grpc"))
+    py, why = ensure_peer("mlserver", install)
+    if py is None:
+        server.skip = why
+        return server
+    http, grpc, metrics = free_ports(3)
+    folder = RESULTS / key
+    if folder.exists():
+        shutil.rmtree(folder)
+    shutil.copytree(HERE / "models" / "mlserver", folder)
+    settings = {"http_port": http, "grpc_port": grpc, "metrics_port": metrics,
+                "host": "127.0.0.1", "debug": False}
+    if parallel_workers is not None:
+        settings["parallel_workers"] = parallel_workers
+    (folder / "settings.json").write_text(json.dumps(settings, indent=2))
+    server.argv = [str(py.parent / "mlserver"), "start", str(folder)]
+    server.http_port, server.grpc_port = http, grpc
+    return server
+
+
+def _kserve(install: bool) -> Server:
+    server = Server("kserve", "KServe", ("http", "grpc"))
+    py, why = ensure_peer("kserve", install)
+    if py is None:
+        server.skip = why
+        return server
+    http, grpc = free_ports(2)
+    server.argv = [str(py), str(HERE / "models" / "kserve" / "identity.py"),
+                   "--model_name", MODEL, "--http_port", str(http), "--grpc_port", str(grpc)]
+    server.http_port, server.grpc_port = http, grpc
+    return server
+
+
+def _openinfer() -> Server:
+    server = Server("openinfer", "openinfer", ("http", "grpc"))
+    exe = ROOT / ".venv" / "bin" / "openinfer"
+    repo = ROOT / "examples" / "model_repository"
+    if not exe.exists() or not (repo / MODEL).exists():
+        server.skip = f"needs {exe.relative_to(ROOT)} and {repo.relative_to(ROOT)}/{MODEL}"
+        return server
+    http, grpc, metrics = free_ports(3)
+    server.argv = [str(exe), "serve", "--model-repository", str(repo), "--http-port", str(http),
+                   "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+                   "--allow-client-shm", "true"]
+    server.http_port, server.grpc_port = http, grpc
+    return server
+
+
+def _echo(kind: str) -> Server:
+    key, label = {"http": ("asgi_echo", "bare ASGI echo (ceiling)"),
+                  "grpc": ("grpc_echo", "bare grpc.aio echo (ceiling)")}[kind]
+    (port,) = free_ports(1)
+    server = Server(key, label, (kind,))
+    server.argv = [sys.executable, "-m", "openinfer.bench.echo", kind, "--port", str(port)]
+    if kind == "grpc":
+        server.grpc_port = port
+    else:
+        server.http_port = port
+    return server
+
+
+ALL = ("openinfer", "mlserver", "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")
+
+
+def make(key: str, install: bool = True) -> Server:
+    if key == "openinfer":
+        return _openinfer()
+    if key == "mlserver":
+        return _mlserver(None, install)
+    if key == "mlserver_pw0":
+        return _mlserver(0, install)
+    if key == "kserve":
+        return _kserve(install)
+    if key in ("asgi_echo", "grpc_echo"):
+        return _echo("http" if key == "asgi_echo" else "grpc")
+    raise ValueError(f"unknown server {key!r}; choose from {', '.join(ALL)}")

@@ -1,0 +1,163 @@
+"""Runs the comparison matrix: servers × protocol × shape × concurrency, then writes RESULTS.md."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from openinfer.bench.cli import run_v2
+from openinfer.bench.control import ControlError
+from openinfer.bench.options import Options
+from openinfer.bench.runner import RunError
+
+from . import results, servers
+from .peers import ensure_wrk
+
+HERE = Path(__file__).resolve().parent
+
+
+def _csv(text: str, conv: type = int) -> list[Any]:
+    return [conv(x) for x in text.split(",") if x.strip()]
+
+
+def write_data(size: int) -> tuple[Path, Path]:
+    """A perf_analyzer data file (with validation_data) and the same request as a wrk body."""
+    servers.RESULTS.mkdir(parents=True, exist_ok=True)
+    values = np.random.default_rng(size).random(size, dtype=np.float32)
+    data = servers.RESULTS / f"data_{size}.json"
+    data.write_bytes(orjson.dumps({
+        "data": [{"INPUT0": {"content": values, "shape": [size]}}],
+        "validation_data": [{"OUTPUT0": {"content": values, "shape": [1, size]}}],
+    }, option=orjson.OPT_SERIALIZE_NUMPY))
+    body = servers.RESULTS / f"body_{size}.json"
+    body.write_bytes(orjson.dumps({
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, size], "data": values}],
+        "outputs": [{"name": "OUTPUT0"}],
+    }, option=orjson.OPT_SERIALIZE_NUMPY))
+    return data, body
+
+
+def measure(server: servers.Server, proto: str, size: int, conc: int, data: Path,
+            ns: argparse.Namespace) -> dict[str, Any]:
+    opts = Options(
+        model=servers.MODEL, url=server.url(proto), protocol=proto,
+        shapes={"INPUT0": [size]}, input_data=str(data), concurrency=[conc],
+        measurement_interval_ms=ns.interval_ms, max_trials=ns.max_trials,
+        stability_percentage=ns.stability, warmup_ms=ns.warmup_ms,
+        validate_every=1 if size <= 4096 else ns.validate_every_large,
+    )
+    doc = run_v2(opts)
+    level = doc["levels"][0]
+    srv = level.get("server") or {}
+    return {
+        "throughput": level["throughput"],
+        "p50_ms": level["latency_us"]["p50"] / 1000, "p99_ms": level["latency_us"]["p99"] / 1000,
+        "completed": level["completed"], "server_count": srv.get("success_count"),
+        "client_cpu": level["client"]["cpu_percent"], "stable": level["stable"],
+        "driver": "openinfer bench",
+    }
+
+
+def measure_wrk(wrk: str, server: servers.Server, size: int, conc: int, body: Path,
+                ns: argparse.Namespace) -> dict[str, Any]:
+    from .wrk import run
+
+    r = run(wrk, server.url("http"), servers.MODEL, body, conc, ns.interval_ms / 1000 * 3,
+            warmup_s=ns.warmup_ms / 1000)
+    if r["errors"]:
+        raise RunError(f"wrk: {r['errors']} failed or invalid responses")
+    return {"throughput": r["throughput"], "p50_ms": r["latency_us"]["p50"] / 1000,
+            "p99_ms": r["latency_us"]["p99"] / 1000, "completed": r["completed"],
+            "server_count": None, "client_cpu": r["client"]["cpu_percent"], "stable": True,
+            "driver": "wrk"}
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p.add_argument("--servers", default=",".join(servers.ALL),
+                   help=f"comma-separated subset of {','.join(servers.ALL)}")
+    p.add_argument("--protocols", default="http,grpc")
+    p.add_argument("--sizes", default="16,65536", help="FP32 elements per request ([1,N])")
+    p.add_argument("--concurrency", default="1,16")
+    p.add_argument("--interval-ms", type=int, default=2000)
+    p.add_argument("--max-trials", type=int, default=4)
+    p.add_argument("--stability", type=float, default=15.0)
+    p.add_argument("--warmup-ms", type=int, default=1000)
+    p.add_argument("--validate-every-large", type=int, default=4,
+                   help="check values of one large response in N (status always checked)")
+    p.add_argument("--http-driver", choices=["openinfer", "wrk"], default="openinfer")
+    p.add_argument("--client-cost", action=argparse.BooleanOptionalAction, default=True,
+                   help="also measure what each HTTP client costs per request")
+    p.add_argument("--no-install", action="store_true", help="skip peers not yet installed")
+    p.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    p.add_argument("--quick", action="store_true", help="short windows: a smoke run")
+    ns = p.parse_args(argv)
+    if ns.quick:
+        ns.interval_ms, ns.max_trials, ns.warmup_ms = 1000, 3, 300
+    return ns
+
+
+def main(argv: list[str]) -> int:
+    ns = parse(argv)
+    protocols, sizes, concs = _csv(ns.protocols, str), _csv(ns.sizes), _csv(ns.concurrency)
+    files = {size: write_data(size) for size in sizes}
+    wrk = None
+    if ns.http_driver == "wrk":
+        wrk, why = ensure_wrk(not ns.no_install)
+        if wrk is None:
+            print(f"{why}; driving HTTP with openinfer bench instead", file=sys.stderr)
+    cells: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    for key in _csv(ns.servers, str):
+        server = servers.make(key, install=not ns.no_install)
+        if server.skip:
+            skipped[server.label] = server.skip
+            print(f"skipping {server.label}: {server.skip}", file=sys.stderr)
+            continue
+        print(f"== {server.label}", file=sys.stderr)
+        try:
+            server.start()
+        except RuntimeError as exc:
+            skipped[server.label] = str(exc)
+            print(f"skipping {server.label}: {exc}", file=sys.stderr)
+            continue
+        try:
+            for proto in [p for p in protocols if p in server.protocols]:
+                for size in sizes:
+                    for conc in concs:
+                        print(f"-- {server.label} {proto} [1,{size}] c={conc}", file=sys.stderr)
+                        cell = {"server": key, "label": server.label, "protocol": proto,
+                                "size": size, "concurrency": conc}
+                        try:
+                            if wrk and proto == "http":
+                                cell.update(measure_wrk(wrk, server, size, conc,
+                                                        files[size][1], ns))
+                            else:
+                                cell.update(measure(server, proto, size, conc,
+                                                    files[size][0], ns))
+                        except (RunError, ControlError, OSError) as exc:
+                            cell["error"] = str(exc)
+                            print(f"   failed: {exc}", file=sys.stderr)
+                        cells.append(cell)
+        finally:
+            server.stop()
+    settings = {"interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
+                "stability": ns.stability,
+                "validation": f"every response up to [1,4096], one in "
+                              f"{ns.validate_every_large} above; status always"}
+    if ns.client_cost:
+        from .client_cost import measure_all
+
+        settings["client_cost"] = measure_all(install=not ns.no_install)
+    (servers.RESULTS / "latest.json").write_bytes(
+        orjson.dumps({"cells": cells, "skipped": skipped, "settings": settings},
+                     option=orjson.OPT_INDENT_2))
+    text = results.render(cells, skipped, settings)
+    Path(ns.out).write_text(text)
+    print(text)
+    return 0 if cells and not any(c.get("error") for c in cells) else 1
