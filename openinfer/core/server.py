@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -178,6 +179,8 @@ class InferenceServer:
         ok = False
         try:
             sender = StreamSender(request)
+            # Set when the caller stops reading early (client gone): backends poll it between steps.
+            cancelled = request.flags.setdefault("cancelled", threading.Event())
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:
@@ -193,6 +196,8 @@ class InferenceServer:
             finally:
                 if not schedule.done():
                     schedule.cancel()
+                if not sender.closed:
+                    cancelled.set()
             ok = True
         finally:
             model.stats.pending -= 1
