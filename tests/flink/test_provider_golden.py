@@ -15,22 +15,13 @@ import gzip
 import http.client
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.flink.golden import CASES
 from tests.flink.models import write_models
-from tests.helpers import ROOT, Server
-
-FIXTURES = sorted((ROOT / "tests" / "testdata" / "flink").glob("*.json"))
-
-
-def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-CASES = {path.stem: _load(path) for path in FIXTURES}
+from tests.helpers import Server
 
 
 def _group(case: dict[str, Any]) -> tuple[str, ...]:

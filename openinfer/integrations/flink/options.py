@@ -312,50 +312,49 @@ def parse_duration(text: str) -> float | None:
 
 
 def parse_map(text: str) -> list[tuple[str, str]]:
-    """Flink's map syntax: `K:V,K2:V2`; quote a key or value that holds `,` or `:` ('a:b')."""
-    pairs = []
-    for entry in _split_escaped(text, ","):
-        if not entry.strip():
+    """Flink's map syntax `K:V,K2:V2`. A key or value holding `,` or `:` can be quoted
+    (`'X-Url':'http://a:1'`, a doubled quote escapes itself); in an unquoted value, colons after
+    the first are kept (`Authorization:Basic a:b`)."""
+    pairs: list[tuple[str, str]] = []
+    fields: list[str] = [""]
+    quoted: list[bool] = [False]
+    i = 0
+    while i <= len(text):
+        char = text[i] if i < len(text) else ","
+        if char in ("'", '"') and not quoted[-1] and not fields[-1].strip():
+            fields[-1], i = _quoted(text, i)
+            quoted[-1] = True
             continue
-        parts = _split_escaped(entry, ":")
-        if len(parts) != 2:
-            raise ValueError(f"entry '{entry}' is not Key:Value")
-        pairs.append((parts[0].strip(), parts[1].strip()))
+        if char == ",":
+            if any(f.strip() for f in fields) or any(quoted):
+                if len(fields) != 2:
+                    raise ValueError(f"entry '{':'.join(fields)}' is not Key:Value")
+                key, value = (f if q else f.strip() for f, q in zip(fields, quoted))
+                pairs.append((key, value))
+            fields, quoted = [""], [False]
+        elif char == ":" and len(fields) == 1:
+            fields.append("")
+            quoted.append(False)
+        elif quoted[-1]:
+            if not char.isspace():
+                raise ValueError(f"text after a closing quote in '{text}'")
+        else:
+            fields[-1] += char
+        i += 1
     return pairs
 
 
-def _split_escaped(text: str, delimiter: str) -> list[str]:
-    """Split on `delimiter` outside single or double quotes; a doubled quote escapes itself."""
-    tokens: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char in ("'", '"') and not "".join(current).strip():
-            quote, i, quoted = char, i + 1, []
-            while True:
-                if i >= len(text):
-                    raise ValueError(f"unterminated quote in '{text}'")
-                if text[i] == quote:
-                    if i + 1 < len(text) and text[i + 1] == quote:
-                        quoted.append(quote)
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                quoted.append(text[i])
-                i += 1
-            current = list("".join(quoted))
-            while i < len(text) and text[i] != delimiter:
-                if not text[i].isspace():
-                    raise ValueError(f"text after a closing quote in '{text}'")
-                i += 1
-            continue
-        if char == delimiter:
-            tokens.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-        i += 1
-    tokens.append("".join(current))
-    return tokens
+def _quoted(text: str, start: int) -> tuple[str, int]:
+    """The content of the quoted token at `start` and the index just past its closing quote."""
+    quote, end, value = text[start], start + 1, []
+    while True:
+        if end >= len(text):
+            raise ValueError(f"unterminated quote in '{text}'")
+        if text[end] == quote:
+            if end + 1 < len(text) and text[end + 1] == quote:
+                value.append(quote)
+                end += 2
+                continue
+            return "".join(value), end + 1
+        value.append(text[end])
+        end += 1
