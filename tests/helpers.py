@@ -51,6 +51,8 @@ class Server:
     metrics_port: int = 0
     process: subprocess.Popen | None = None
     log_path: Path | None = None
+    #: where the test reaches the server; "[::1]" for IPv6 runs.
+    host: str = "127.0.0.1"
 
     @property
     def http_url(self) -> str:
@@ -72,7 +74,7 @@ class Server:
             "--http-port", str(self.http_port),
             "--grpc-port", str(self.grpc_port),
             "--metrics-port", str(self.metrics_port),
-            "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
+            *(["--http-address", self.host, "--grpc-address", self.host] if self.host == "127.0.0.1" else []),
             *self.args,
         ]
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openinfer-test-{self.http_port}.log"
@@ -91,7 +93,7 @@ class Server:
 
     def _status(self, path: str) -> int:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as reply:
+            with urllib.request.urlopen(f"http://{self.host}:{self.http_port}{path}", timeout=2) as reply:
                 return reply.status
         except urllib.error.HTTPError as exc:
             return exc.code

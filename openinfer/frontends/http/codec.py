@@ -76,6 +76,8 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
         else:
             array = np.array(data)
             kind = array.dtype.kind
+            if datatype == "UINT64" and kind in "fO":
+                array, kind = _uint64_array(data), "u"  # values past int64 make numpy pick float64
             if array.size:
                 if datatype == "BOOL":
                     ok, expected = kind == "b", "boolean"
@@ -95,6 +97,13 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
     if array.size != count:
         raise InternalError("Unable to parse 'data': Shape does not match true shape of 'data' field")
     return array.reshape(shape)
+
+
+def _uint64_array(data: list) -> np.ndarray:
+    flat = np.array(data, dtype=np.object_).reshape(-1)
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
+        raise InternalError("attempt to access JSON non-unsigned-integer as unsigned-integer")
+    return np.array(flat.tolist(), dtype=np.uint64)
 
 
 def decode_request(

@@ -1,0 +1,159 @@
+"""`openinfer serve`: addresses, control modes, version policies, start-up table, graceful shutdown."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.helpers import EXAMPLES, Server, write_model
+
+SLOW = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(1.5)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+'''
+VERSIONED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.version = float(args["model_version"])
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([self.version], dtype=np.float32))])
+                for r in requests]
+'''
+IO = """
+backend: "python"
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] } ]
+"""
+
+
+def _ipv6_available() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _tensor(module=httpclient, values=(1.0,)):
+    tensor = module.InferInput("IN", [len(values)], "FP32")
+    tensor.set_data_from_numpy(np.array(values, dtype=np.float32))
+    return tensor
+
+
+@pytest.mark.skipif(not _ipv6_available(), reason="this machine has no IPv6 loopback")
+def test_ipv6_addresses(tmp_path):
+    write_model(tmp_path, "add_sub", (EXAMPLES / "add_sub" / "config.pbtxt").read_text(),
+                (EXAMPLES / "add_sub" / "1" / "model.py").read_text())
+    server = Server(tmp_path, args=["--http-address", "ipv6:[::1]", "--grpc-address", "[::1]"], host="[::1]")
+    server.start(wait_for="ready")
+    try:
+        assert f"Started HTTPService at ipv6:[::1]:{server.http_port}" in server.log()
+        http = httpclient.InferenceServerClient(f"[::1]:{server.http_port}")
+        grpc = grpcclient.InferenceServerClient(f"[::1]:{server.grpc_port}")
+        assert http.is_server_ready() and grpc.is_server_ready()
+        inputs = [httpclient.InferInput("INPUT0", [4], "FP32"), httpclient.InferInput("INPUT1", [4], "FP32")]
+        for t in inputs:
+            t.set_data_from_numpy(np.ones(4, dtype=np.float32))
+        assert http.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [2, 2, 2, 2]
+    finally:
+        assert server.stop() == 0
+
+
+def test_sigterm_drains_in_flight_requests_then_exits_zero(tmp_path):
+    write_model(tmp_path, "slow", IO, SLOW)
+    server = Server(tmp_path).start(wait_for="ready")
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
+    result = {}
+
+    def call():
+        result["out"] = client.infer("slow", [_tensor(values=(4.0, 5.0))]).as_numpy("OUT")
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    time.sleep(0.5)  # the request is inside execute()
+    server.process.send_signal(signal.SIGTERM)
+    thread.join(20)
+    assert server.process.wait(30) == 0
+    np.testing.assert_array_equal(result["out"], [4.0, 5.0])
+    assert "Shutting down" in server.log()
+
+
+def test_version_policies(tmp_path):
+    for version in (1, 2, 3):
+        write_model(tmp_path, "latest", IO, VERSIONED, version=version)
+        write_model(tmp_path, "all", IO + "version_policy: { all { } }", VERSIONED, version=version)
+        write_model(tmp_path, "specific", IO + "version_policy: { specific { versions: [1, 3] } }", VERSIONED, version=version)
+        write_model(tmp_path, "two_latest", IO + "version_policy: { latest { num_versions: 2 } }", VERSIONED, version=version)
+    with Server(tmp_path) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+
+        def served(name):
+            return client.get_model_metadata(name)["versions"]
+
+        assert served("latest") == ["3"]
+        assert served("all") == ["1", "2", "3"]
+        assert served("specific") == ["1", "3"]
+        assert served("two_latest") == ["2", "3"]
+        assert client.infer("specific", [_tensor()]).as_numpy("OUT").tolist() == [3.0]
+        assert client.infer("all", [_tensor()], model_version="2").as_numpy("OUT").tolist() == [2.0]
+        with pytest.raises(InferenceServerException) as err:
+            client.infer("specific", [_tensor()], model_version="2")
+        assert "version 2 is not found" in err.value.message()
+
+
+def test_explicit_mode_and_default_filename(tmp_path):
+    write_model(tmp_path, "renamed", IO + 'default_model_filename: "custom.py"', None)
+    (tmp_path / "renamed" / "1" / "custom.py").write_text(VERSIONED)
+    write_model(tmp_path, "other", IO, VERSIONED)
+    server = Server(tmp_path, args=["--model-control-mode", "explicit", "--load-model", "renamed"])
+    with server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.is_model_ready("renamed")
+        assert not client.is_model_ready("other")
+        assert {"name": "other"} in client.get_model_repository_index()
+        client.load_model("other")
+        assert client.infer("other", [_tensor()]).as_numpy("OUT").tolist() == [1.0]
+        client.unload_model("other")
+        assert not client.is_model_ready("other")
+        assert client.is_server_ready()  # unloaded models do not count against readiness
+
+
+def test_load_is_refused_outside_explicit_mode(example_server):
+    client = httpclient.InferenceServerClient(example_server.http_url)
+    with pytest.raises(InferenceServerException) as err:
+        client.load_model("add_sub")
+    assert err.value.status() == "503"
+    assert "explicit model load / unload is not allowed if polling is enabled" in err.value.message()
+
+
+def test_bad_flags_fail_at_start(tmp_path):
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path), "--load-model", "x"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0 and "--model-control-mode=explicit" in result.stderr
