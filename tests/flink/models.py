@@ -89,6 +89,22 @@ SOURCES = {
                     responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
                 return responses
     """,
+    # score = sum(features) per row: [B, N] -> [B, 1].
+    "sum": """
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def execute(self, requests):
+                responses = []
+                for request in requests:
+                    data = pb_utils.get_input_tensor_by_name(request, "features").as_numpy()
+                    score = data.sum(axis=1, keepdims=True).astype(np.float32)
+                    out = pb_utils.Tensor("score", score)
+                    responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+                return responses
+    """,
     # Fails (500, or 503 for keys starting with "busy") the first N times it sees a key
     # "<name>:<N>", then upper-cases it; "slow:<seconds>" sleeps first.
     "flaky": """

@@ -1,0 +1,103 @@
+"""A PyFlink job that runs one `SELECT t.*, m(col)` query per mode and writes what came out.
+
+Run by `test_pyflink_e2e.py` with an interpreter that has `apache-flink` installed:
+
+    python -m tests.flink.pyflink_job --endpoint http://127.0.0.1:8000 --out result.json
+
+The DDL is the seed's, unchanged; only `register_triton_models(t_env, mode=...)` differs
+between the modes. Local mini-cluster, parallelism 1, a `from_elements` source (a literal
+VALUES list of constant arrays trips a PyFlink pandas-UDF bug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+ROWS: list[tuple[int, list[float] | None, str]] = [
+    (i, None if i == 7 else [float(i), 0.5 * i, 1.0], f"row-{i}") for i in range(1, 13)
+]
+
+DDL = """
+CREATE TEMPORARY MODEL scorer
+INPUT (features ARRAY<FLOAT>)
+OUTPUT (score FLOAT)
+WITH (
+  'provider' = 'triton',
+  'endpoint' = '{endpoint}',
+  'model-name' = 'flink_scorer',
+  'timeout' = '10s',
+  'compression' = 'gzip',
+  'custom-headers' = 'X-Trace-Id:pyflink-e2e',
+  'max-retries' = '2',
+  'retry-initial-backoff' = '50ms',
+  'default-value' = '-1'
+)
+"""
+
+QUERY = "SELECT t.id, t.name, scorer(t.features) AS score FROM src AS t"
+
+
+def run(endpoint: str, modes: list[str], rows: int) -> dict[str, Any]:
+    from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
+
+    from openinfer.integrations.flink import ml_predict, register_triton_models
+
+    started = time.monotonic()
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    config = t_env.get_config()
+    config.set("parallelism.default", "1")
+    config.set("python.executable", sys.executable)
+    config.set("python.fn-execution.arrow.batch.size", "5")
+    config.set("table.exec.async-scalar.max-concurrent-operations", "16")
+    data = ROWS if rows <= len(ROWS) else [
+        (i, [float(i % 97), 0.5, 1.0], f"row-{i}") for i in range(1, rows + 1)
+    ]  # fmt: skip
+    source = t_env.from_elements(
+        data,
+        DataTypes.ROW(
+            [
+                DataTypes.FIELD("id", DataTypes.INT()),
+                DataTypes.FIELD("features", DataTypes.ARRAY(DataTypes.FLOAT())),
+                DataTypes.FIELD("name", DataTypes.STRING()),
+            ]
+        ),
+    )
+    t_env.create_temporary_view("src", source)
+    t_env.execute_sql(DDL.format(endpoint=endpoint))
+    result: dict[str, Any] = {"setup_s": time.monotonic() - started, "modes": {}}
+    for mode in modes:
+        register_triton_models(t_env, mode=mode)
+        began = time.monotonic()
+        with t_env.execute_sql(QUERY).collect() as rows_out:
+            got = [[r[0], r[1], r[2]] for r in rows_out]
+        result["modes"][mode] = {"rows": got, "seconds": time.monotonic() - began}
+    if rows <= len(ROWS):
+        began = time.monotonic()
+        table = ml_predict(t_env, t_env.from_path("src"), "scorer")
+        with table.execute().collect() as rows_out:
+            got = [[r[0], r[2], r[3]] for r in rows_out]
+        result["ml_predict"] = {"rows": got, "columns": table.get_schema().get_field_names()}
+        result["ml_predict"]["seconds"] = time.monotonic() - began
+    result["total_s"] = time.monotonic() - started
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--modes", default="async,pandas")
+    parser.add_argument("--rows", type=int, default=len(ROWS))
+    args = parser.parse_args()
+    result = run(args.endpoint, args.modes.split(","), args.rows)
+    with open(args.out, "w", encoding="utf-8") as out:
+        json.dump(result, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
