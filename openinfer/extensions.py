@@ -13,7 +13,9 @@ import logging
 log = logging.getLogger("openinfer.extensions")
 
 #: module paths whose `EXTENSION` attribute is loaded, in order.
-EXTENSION_MODULES: list[str] = []
+EXTENSION_MODULES: list[str] = [
+    "openinfer.core.cache",  # --cache-config: the response cache
+]
 
 
 def discover() -> list:

@@ -14,6 +14,7 @@ from typing import Any
 from google.protobuf import json_format, text_format
 
 from .._proto import model_config_pb2 as mc
+from .devices import visible_gpus
 from .errors import InvalidArgumentError
 
 ModelConfig = mc.ModelConfig
@@ -118,7 +119,12 @@ def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
             if not group.name:
                 group.name = f"{model_name}_{index}"
             if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
-                group.kind = mc.ModelInstanceGroup.KIND_CPU
+                gpus = visible_gpus()
+                group.kind = mc.ModelInstanceGroup.KIND_GPU if gpus else mc.ModelInstanceGroup.KIND_CPU
+                if gpus and not group.gpus:
+                    group.gpus.extend(gpus)
+            elif group.kind == mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
+                group.gpus.extend(visible_gpus())
             if group.count == 0:
                 two = group.kind == mc.ModelInstanceGroup.KIND_CPU and backend in _TWO_CPU_INSTANCE_BACKENDS
                 group.count = 2 if two else 1
@@ -128,6 +134,21 @@ def validate(config: mc.ModelConfig) -> None:
     """Reject configs Triton would refuse, with a message naming the field."""
     if config.max_batch_size < 0:
         raise InvalidArgumentError(f"'max_batch_size' must be non-negative for model '{config.name}'")
+    for group in config.instance_group:
+        if group.kind != mc.ModelInstanceGroup.KIND_GPU:
+            continue
+        if not group.gpus:
+            raise InvalidArgumentError(
+                f"instance group {group.name} of model {config.name} has kind KIND_GPU but no GPUs are available"
+            )
+        supported = visible_gpus()
+        for gpu in group.gpus:
+            if gpu not in supported:
+                raise InvalidArgumentError(
+                    f"instance group {group.name} of model {config.name} specifies invalid or unsupported "
+                    f"gpu id {gpu}. GPUs with at least the minimum required CUDA compute compatibility "
+                    f"of 6.0 are: {' '.join(str(g) for g in supported)}"
+                )
     seen: set[str] = set()
     for kind, tensors in (("input", config.input), ("output", config.output)):
         for tensor in tensors:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import enum
 import hashlib
 import logging
@@ -31,8 +32,12 @@ from .errors import (
 )
 from .model import LoadedModel
 from .scheduling.base import InstancePool
+from .warmup import run_warmup
 
 log = logging.getLogger("openinfer.repository")
+
+#: names of the models whose loads are under way in this task (catches ensemble cycles).
+_LOADING: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("loading", default=())
 
 
 class ControlMode(enum.Enum):
@@ -64,6 +69,8 @@ class ModelEntry:
     fingerprint: str = ""
     override_dir: Path | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: models loaded because this one (an ensemble) needs them; `unload_dependents` unloads them.
+    composing: list[str] = field(default_factory=list)
 
     def ready_versions(self) -> list[int]:
         return sorted(v for v, r in self.versions.items() if r.state is State.READY)
@@ -327,6 +334,7 @@ class ModelRepository:
             self._mark_failed(entry, [], reason)
             entry.fingerprint = fingerprint
             raise InvalidArgumentError(f"load failed for model '{name}': {reason}")
+        await self._load_composing(entry, config)
 
         old = {v: r for v, r in entry.versions.items() if r.model is not None}
         for version in versions:
@@ -364,6 +372,30 @@ class ModelRepository:
         entry.fingerprint = fingerprint
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+
+    async def _load_composing(self, entry: ModelEntry, config: mc.ModelConfig) -> None:
+        """An ensemble's composing models load first, as Triton loads them along with it."""
+        stack = _LOADING.get()
+        token = _LOADING.set((*stack, entry.name))
+        try:
+            for step in config.ensemble_scheduling.step:
+                dep = step.model_name
+                if not dep or self.ready_versions(dep):
+                    continue
+                if dep == entry.name or dep in stack:
+                    reason = f"ensemble '{entry.name}' depends on itself through model '{dep}'"
+                    self._mark_failed(entry, [], reason)
+                    raise InvalidArgumentError(f"load failed for model '{entry.name}': {reason}")
+                try:
+                    await self.load(dep)
+                except OpenInferError as exc:
+                    reason = f"composing model '{dep}' is not available: {exc.message}"
+                    self._mark_failed(entry, [], reason)
+                    raise InvalidArgumentError(f"load failed for model '{entry.name}': {reason}") from exc
+                if dep not in entry.composing:
+                    entry.composing.append(dep)
+        finally:
+            _LOADING.reset(token)
 
     def _mark_failed(self, entry: ModelEntry, versions: list[int], reason: str) -> None:
         if not entry.ready_versions():
@@ -405,7 +437,10 @@ class ModelRepository:
             version_dir=version_dir,
             backend_name=backend_name,
             server=self.server,  # type: ignore[arg-type]
-            backend_config=self.options.backend_config.get(backend_name, {}),
+            backend_config={
+                **self.options.backend_config.get("", {}),  # global `--backend-config k=v`
+                **self.options.backend_config.get(backend_name, {}),
+            },
             auto_complete=self.options.auto_complete,
         )
         configs.normalize(version_config, name, backend_name)
@@ -421,6 +456,8 @@ class ModelRepository:
                 for device in devices or [0]:
                     for i in range(group.count):
                         specs.append(InstanceSpec(f"{group.name}_{i}", group.kind, device, group))
+            if not specs:  # ensembles have no instance group; one instance runs their steps
+                specs.append(InstanceSpec(f"{name}_0", mc.ModelInstanceGroup.KIND_CPU, 0, mc.ModelInstanceGroup()))
             model.instances = list(
                 await asyncio.gather(*(backend.create_instance(ctx, spec) for spec in specs))
             )
@@ -429,9 +466,15 @@ class ModelRepository:
             raise
         model.refresh_specs()
         model.scheduler = self.schedulers(model, InstancePool(model.instances))
-        warmup = getattr(model.scheduler, "warmup", None)
-        if warmup is not None:
-            await warmup()
+        try:
+            if version_config.model_warmup:
+                await run_warmup(model)
+            warmup = getattr(model.scheduler, "warmup", None)
+            if warmup is not None:
+                await warmup()
+        except BaseException:
+            await model.stop()
+            raise
         return model
 
     # -------------------------------------------------------------- unload
@@ -452,6 +495,10 @@ class ModelRepository:
             if entry.override_dir is not None:
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None
+            composing, entry.composing = entry.composing, []
+        if unload_dependents:
+            for dep in composing:
+                await self.unload(dep, unload_dependents=True)
 
     async def _retire(self, model: LoadedModel) -> None:
         """Let in-flight requests finish, then stop the instances."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import TRITON_PROTOCOL_VERSION
 from .._proto import model_config_pb2 as mc
 from .backend import Backend
+from .cache import ResponseCache, cached_response, remember
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
 from .model import LoadedModel
 from .outputs import finish_outputs
@@ -73,6 +74,8 @@ class InferenceServer:
         self._idle.set()
         #: Optional services plugged in by the composition root (shared memory, trace, ...).
         self.shm = None
+        #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
+        self.cache: ResponseCache | None = None
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
@@ -148,14 +151,19 @@ class InferenceServer:
             raise UnsupportedError(
                 decoupled_error or f"model '{model.name}' is decoupled and must be called with streaming"
             )
+        cache = self.cache if self.cache is not None and model.config.response_cache.enable else None
         self._enter(model)
         ok = False
         try:
-            sender = UnarySender(request, asyncio.get_running_loop())
-            await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
-            response = await sender.future
-            if response.error is not None:
-                raise response.error
+            response, key = cached_response(cache, model, request) if cache is not None else (None, b"")
+            if response is None:
+                sender = UnarySender(request, asyncio.get_running_loop())
+                await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
+                response = await sender.future
+                if response.error is not None:
+                    raise response.error
+                if cache is not None:
+                    remember(cache, model, key, request, response)
             response.model_name = model.name
             response.model_version = model.version_str
             response.id = request.id
