@@ -12,8 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .backends.registry import BackendRegistry
+from .core.logsettings import LogSettings
 from .core.repository import ControlMode, RepositoryOptions
 from .core.server import InferenceServer, ServerOptions
+from .core.shm import SharedMemoryManager
+from .core.trace import TraceManager
 from .frontends.access import AccessPolicy
 
 log = logging.getLogger("openinfer")
@@ -37,17 +40,29 @@ def display(address: str, port: int) -> str:
 
 
 def configure_logging(args: argparse.Namespace) -> None:
-    level = logging.DEBUG if args.log_verbose > 0 else logging.INFO if args.log_info else logging.WARNING
-    if not args.log_warning and not args.log_info:
-        level = logging.ERROR
-    datefmt = "%Y-%m-%dT%H:%M:%SZ" if args.log_format == "ISO8601" else "%m%d %H:%M:%S"
-    handler: logging.Handler = logging.FileHandler(args.log_file) if args.log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname).1s%(asctime)s %(process)d %(name)s] %(message)s", datefmt))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    for noisy in ("uvicorn.access",):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    """Triton's log flags; the same settings object then serves `/v2/logging` live."""
+    args.log_settings = LogSettings.from_args(args)
+    args.log_settings.apply()
+
+
+def _trace_specs(args: argparse.Namespace) -> list[str]:
+    """`--trace-config` plus the deprecated `--trace-*` flags in its syntax."""
+    specs = [f"triton,file={args.trace_file}"] if getattr(args, "trace_file", None) else []
+    specs += [f"level={level}" for level in getattr(args, "trace_level", None) or []]
+    for flag, key in (("trace_rate", "rate"), ("trace_count", "count"), ("trace_log_frequency", "triton,log-frequency")):
+        if getattr(args, flag, None) is not None:
+            specs.append(f"{key}={getattr(args, flag)}")
+    return specs + list(args.trace_config)
+
+
+def _configure_extensions(server: InferenceServer, args: argparse.Namespace) -> None:
+    """Shared memory (`--allow-client-shm`), trace (`--trace-config`) and log settings."""
+    server.shm = SharedMemoryManager(allow_client=args.allow_client_shm)
+    try:
+        server.trace = TraceManager.from_cli(_trace_specs(args))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    server.log_settings = getattr(args, "log_settings", None) or LogSettings.from_args(args)
 
 
 def _backend_config(specs: list[str]) -> dict[str, dict[str, str]]:
@@ -87,7 +102,9 @@ def build_server(args: argparse.Namespace) -> InferenceServer:
         exit_timeout_secs=args.exit_timeout_secs,
         repository=repo_options,
     )
-    return InferenceServer(options, BackendRegistry())
+    server = InferenceServer(options, BackendRegistry())
+    _configure_extensions(server, args)
+    return server
 
 
 def model_table(server: InferenceServer) -> str:
@@ -134,6 +151,9 @@ class _QuietUvicorn:
             http="httptools",
             lifespan="off",
             access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            date_header=False,
             log_level="warning",
             timeout_keep_alive=30,
             h11_max_incomplete_event_size=64 * 1024,
@@ -179,7 +199,9 @@ async def serve(args: argparse.Namespace) -> int:
         if args.grpc_infer_response_compression_level != "none":
             import grpc
 
-            compression = grpc.Compression.Gzip
+            # gRPC's level -> algorithm ranking (gzip, deflate): low picks gzip, medium/high deflate.
+            low = args.grpc_infer_response_compression_level == "low"
+            compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         try:
             grpc_server = await start_grpc(
                 server, target, grpc_access, [e.grpc_hook for e in extensions if hasattr(e, "grpc_hook")], compression

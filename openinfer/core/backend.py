@@ -56,6 +56,10 @@ class ModelInstance(abc.ABC):
     """One copy of a model that executes one batch at a time."""
 
     spec: InstanceSpec
+    #: Batches the scheduler may hand over before the first one finishes. An instance that
+    #: runs them strictly one after another (a worker process reading a queue) sets 2, so
+    #: the next batch is already waiting when the current one ends.
+    pipeline_depth: int = 1
 
     @abc.abstractmethod
     async def execute(

@@ -94,6 +94,7 @@ class WorkerProcess:
         self.reader_task: asyncio.Task[None] | None = None
         self.control: asyncio.Future[Any] | None = None
         self.dead = False
+        self._outbox: list[bytes] = []
 
     async def spawn(self) -> None:
         parent, child = socket.socketpair()
@@ -125,9 +126,17 @@ class WorkerProcess:
         return answer[1]
 
     def send(self, message: Any) -> None:
+        """Queue a message; everything queued in one loop iteration goes out in one write."""
         if self.dead or self.writer is None:
             raise UnavailableError(f"Stub process '{self.owner.spec.name}' is not healthy.")
-        self.writer.writelines(ipc.encode(message))
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.extend(ipc.encode(message))
+
+    def _flush(self) -> None:
+        frames, self._outbox = self._outbox, []
+        if self.writer is not None and not self.dead:
+            self.writer.write(b"".join(frames))
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         header = ipc._HEADER
@@ -182,7 +191,14 @@ class WorkerProcess:
 
 
 class PythonInstance(ModelInstance):
-    """An instance of a Python model; its worker is restarted if it dies."""
+    """An instance of a Python model; its worker is restarted if it dies.
+
+    The worker runs `execute` calls one at a time, in order, so a second batch can wait in
+    its queue: the process never idles between batches (Triton's one-batch-per-instance
+    contract holds inside the process).
+    """
+
+    pipeline_depth = 2
 
     def __init__(self, ctx: ModelContext, spec: InstanceSpec, backend: PythonBackend) -> None:
         self.ctx = ctx

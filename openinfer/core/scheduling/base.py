@@ -26,7 +26,8 @@ class InstancePool:
     """Idle instances handed out first come, first served."""
 
     def __init__(self, instances: list[ModelInstance]) -> None:
-        self._idle: deque[ModelInstance] = deque(instances)
+        # An instance that queues work internally takes `pipeline_depth` batches at once.
+        self._idle: deque[ModelInstance] = deque(i for i in instances for _ in range(i.pipeline_depth))
         self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
         self.size = len(instances)
 
