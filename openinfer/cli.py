@@ -65,7 +65,12 @@ def serve_parser() -> argparse.ArgumentParser:
     # Extensions
     _flag_bool(p, "--allow-client-shm", False, "let clients register shared-memory regions")
     p.add_argument("--cache-config", action="append", default=[])
-    p.add_argument("--trace-config", action="append", default=[])
+    p.add_argument("--trace-config", action="append", default=[], help="[<mode>,]<setting>=<value>")
+    p.add_argument("--trace-file", default=None, help="deprecated: --trace-config triton,file=<path>")
+    p.add_argument("--trace-level", action="append", default=[], help="deprecated: --trace-config level=<level>")
+    p.add_argument("--trace-rate", type=int, default=None, help="deprecated: --trace-config rate=<n>")
+    p.add_argument("--trace-count", type=int, default=None, help="deprecated: --trace-config count=<n>")
+    p.add_argument("--trace-log-frequency", type=int, default=None, help="deprecated: --trace-config triton,log-frequency=<n>")
     # Logging
     p.add_argument("--log-verbose", type=int, default=0)
     _flag_bool(p, "--log-info", True, "log informational messages")

@@ -7,6 +7,7 @@ the core types and call these methods; nothing here knows about a wire format.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -19,11 +20,13 @@ from .._proto import model_config_pb2 as mc
 from .backend import Backend
 from .cache import ResponseCache, cached_response, remember
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
+from .logsettings import LogSettings
 from .model import LoadedModel
 from .outputs import finish_outputs
 from .repository import ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
 from .scheduling import InstancePool, make_scheduler
+from .trace import TraceManager
 from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 
 log = logging.getLogger("openinfer.server")
@@ -74,6 +77,9 @@ class InferenceServer:
         self._idle.set()
         #: Optional services plugged in by the composition root (shared memory, trace, ...).
         self.shm = None
+        #: Trace settings and sampling (off until configured); log settings (`/v2/logging`).
+        self.trace = TraceManager()
+        self.log_settings = LogSettings()
         #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
         self.cache: ResponseCache | None = None
 
@@ -90,6 +96,9 @@ class InferenceServer:
         except asyncio.TimeoutError:
             log.warning("%d request(s) still in flight after %.0fs", self.inflight, self.options.exit_timeout_secs)
         await self.repository.stop()
+        self.trace.close()
+        if self.shm is not None:
+            self.shm.close()
 
     # -------------------------------------------------------------------- health
     def live(self) -> bool:
@@ -129,6 +138,8 @@ class InferenceServer:
             raise UnavailableError("Server not ready")
         model = self.repository.get(request.model_name, request.model_version)
         model.validate(request)
+        if self.shm is not None and request.outputs:
+            self.shm.pin_outputs(request)  # output regions checked now, held until the request ends
         return model
 
     def _enter(self, model: LoadedModel) -> None:
@@ -152,14 +163,19 @@ class InferenceServer:
                 decoupled_error or f"model '{model.name}' is decoupled and must be called with streaming"
             )
         cache = self.cache if self.cache is not None and model.config.response_cache.enable else None
+        trace = self.trace.sample(request, model) if self.trace.enabled else None
         self._enter(model)
         ok = False
         try:
             response, key = cached_response(cache, model, request) if cache is not None else (None, b"")
             if response is None:
                 sender = UnarySender(request, asyncio.get_running_loop())
+                if trace is not None:
+                    trace.queued(request)
                 await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
                 response = await sender.future
+                if trace is not None:
+                    trace.responded(response)
                 if response.error is not None:
                     raise response.error
                 if cache is not None:
@@ -168,14 +184,19 @@ class InferenceServer:
             response.model_version = model.version_str
             response.id = request.id
             response = finish_outputs(
-                request, response, model.labels, model.max_batch_size > 0, self._shm_writer()
+                request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
             )
             ok = True
             return response
         finally:
+            if trace is not None:
+                trace.finish()
             model.stats.pending -= 1
             model.stats.record_request(
-                ok, time.perf_counter_ns() - request.arrival_ns, request.flags.get("queue_ns", 0)
+                ok,
+                time.perf_counter_ns() - request.arrival_ns,
+                request.flags.get("queue_ns", 0),
+                request.flags.get("failure_reason", "BACKEND"),
             )
             self._leave(model)
 
@@ -183,21 +204,26 @@ class InferenceServer:
         """Any number of responses (decoupled models); one for ordinary models."""
         request.arrival_ns = time.perf_counter_ns()
         model = self._admit(request)
+        trace = self.trace.sample(request, model) if self.trace.enabled else None
         self._enter(model)
         ok = False
         try:
             sender = StreamSender(request)
+            if trace is not None:
+                trace.queued(request)
             # Set when the caller stops reading early (client gone): backends poll it between steps.
             cancelled = request.flags.setdefault("cancelled", threading.Event())
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:
+                    if trace is not None:
+                        trace.responded(response)
                     response.model_name = model.name
                     response.model_version = model.version_str
                     response.id = request.id
                     if response.error is None:
                         response = finish_outputs(
-                            request, response, model.labels, model.max_batch_size > 0, self._shm_writer()
+                            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
                         )
                     yield response
                 await schedule
@@ -208,14 +234,21 @@ class InferenceServer:
                     cancelled.set()
             ok = True
         finally:
+            if trace is not None:
+                trace.finish()
             model.stats.pending -= 1
             model.stats.record_request(
-                ok, time.perf_counter_ns() - request.arrival_ns, request.flags.get("queue_ns", 0)
+                ok,
+                time.perf_counter_ns() - request.arrival_ns,
+                request.flags.get("queue_ns", 0),
+                request.flags.get("failure_reason", "BACKEND"),
             )
             self._leave(model)
 
-    def _shm_writer(self):
-        return self.shm.write_output if self.shm is not None else None
+    def _shm_writer(self, request: InferRequest):
+        if self.shm is None:
+            return None
+        return functools.partial(self.shm.write_output, holds=request.flags.get("shm_outputs"))
 
     # ---------------------------------------------------------------- repository
     def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:

@@ -55,6 +55,8 @@ class InferRequest:
     batch_size: int = 1
     arrival_ns: int = 0
     flags: dict[str, Any] = field(default_factory=dict)
+    #: The request's `core.trace.Trace` when tracing sampled it; None otherwise (one check to skip).
+    trace: Any = None
 
     def input(self, name: str) -> Tensor | None:
         for tensor in self.inputs:

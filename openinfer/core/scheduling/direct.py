@@ -19,7 +19,8 @@ class DirectScheduler(Scheduler):
 
     async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
         instance = self.pool.try_acquire() or await self.pool.acquire()
-        request.flags["queue_ns"] = time.perf_counter_ns() - request.arrival_ns
+        started = time.perf_counter_ns()
+        request.flags["queue_ns"] = started - request.arrival_ns
         try:
             timing = await instance.execute([request], [sender])
         except OpenInferError as exc:
@@ -31,3 +32,5 @@ class DirectScheduler(Scheduler):
         finally:
             self.pool.release(instance)
         self.stats.record_execution(request.batch_size, 1, timing)
+        if request.trace is not None:
+            request.trace.compute(started, timing)

@@ -21,6 +21,7 @@ from ...core.errors import OpenInferError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
+from .extensions import ExtensionRpcs
 
 log = logging.getLogger("openinfer.grpc")
 
@@ -101,8 +102,11 @@ class _Guard:
         return wrapper
 
 
-class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
     """`inference.GRPCInferenceService` over the core."""
+
+    #: `--grpc-infer-response-compression-level`: applied to infer responses only, as Triton does.
+    response_compression: grpc.Compression | None = None
 
     def __init__(self, server: InferenceServer) -> None:
         self.server = server
@@ -135,6 +139,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         if "triton_enable_empty_final_response" in core_request.parameters:
             core_request.parameters.pop("triton_enable_empty_final_response")
         response = await self.server.infer(core_request, decoupled_error=_DECOUPLED)
+        if self.response_compression is not None:
+            context.set_compression(self.response_compression)
         return convert.to_response(response)
 
     async def ModelStreamInfer(self, request_iterator, context):
@@ -203,6 +209,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 outbox.put_nowait(None)
 
         read_task = asyncio.create_task(reader())
+        if self.response_compression is not None:
+            context.set_compression(self.response_compression)
         try:
             while True:
                 item = await outbox.get()
@@ -326,8 +334,9 @@ GRPC_OPTIONS = [
 async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy, extra: list[Callable] | None = None,
                      compression: grpc.Compression | None = None) -> grpc.aio.Server:
     """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets)."""
-    grpc_server = grpc.aio.server(options=GRPC_OPTIONS, compression=compression)
+    grpc_server = grpc.aio.server(options=GRPC_OPTIONS)
     servicer_cls = guarded(InferenceServicer, access)
+    servicer_cls.response_compression = compression
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), grpc_server)
     health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), grpc_server)
     for hook in extra or []:

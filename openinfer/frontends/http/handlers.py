@@ -11,6 +11,7 @@ from ...core.errors import InternalError, InvalidArgumentError, UnsupportedError
 from ...core.parameters import RESERVED
 from ...core.types import InferRequest, Tensor
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
+from . import extensions
 from .codec import decode_request, encode_response, loads
 from .compression import choose_encoding, compress, decompress
 
@@ -187,6 +188,7 @@ def install(app: HttpApp) -> None:
     app.add_route(r"/v2/repository(?:/([^/]+))?/index", "POST", "model-repository", repository_index)
     app.add_route(r"/v2/repository(?:/([^/]+))?/models/([^/]+)/load", "POST", "model-repository", repository_load)
     app.add_route(r"/v2/repository(?:/([^/]+))?/models/([^/]+)/unload", "POST", "model-repository", repository_unload)
+    extensions.install(app)  # shared memory, trace, logging
 
 
 def _no_repository_name(req: HttpRequest) -> None:

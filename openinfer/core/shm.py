@@ -1,0 +1,400 @@
+"""Client shared memory: system (POSIX /dev/shm) and CUDA IPC regions that tensors travel through.
+
+Clients register a region by name; requests then name the region, an offset and a byte size
+instead of carrying tensor bytes. Inputs are read as zero-copy numpy views over the mapping and
+outputs are written straight into it. Every rule and message is Triton's
+(`shared_memory_manager.cc`), and one registry serves HTTP and gRPC alike.
+
+A region still used by an in-flight request is unregistered lazily: it stays listed (as in
+Triton) until the last request holding it lets go, and only then is it unmapped.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import datatypes
+from .errors import (
+    AlreadyExistsError,
+    InternalError,
+    InvalidArgumentError,
+    NotFoundError,
+    UnsupportedError,
+)
+from .types import InferRequest, RequestedOutput, Tensor
+
+SHM_DIR = "/dev/shm"
+#: key prefixes clients may not register: Triton's python-backend regions and our own IPC files.
+RESERVED_KEY_PREFIXES = ("triton_python_backend_shm_region_", "openinfer-ipc-")
+CUDA_IPC_HANDLE_SIZE = 64
+DISABLED = (
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemRegionStatus:
+    name: str
+    key: str
+    offset: int
+    byte_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CudaRegionStatus:
+    name: str
+    device_id: int
+    byte_size: int
+
+
+class _Region:
+    """One registered region; `users` counts requests that still hold it."""
+
+    kind = "system"
+
+    def __init__(self, name: str, byte_size: int) -> None:
+        self.name = name
+        self.byte_size = byte_size
+        self.users = 0
+        self.awaiting_unregister = False
+
+    def check_bounds(self, offset: int, byte_size: int) -> None:
+        """Triton's per-request checks, relative to the registered window."""
+        end = self.byte_size - 1 if self.byte_size > 0 else 0
+        if offset > end:
+            raise InvalidArgumentError(f"Invalid offset for shared memory region: '{self.name}'")
+        if byte_size > 0 and offset + byte_size - 1 > end:
+            raise InvalidArgumentError(
+                f"Invalid offset + byte size for shared memory region: '{self.name}'"
+            )
+
+    def read(self, offset: int, byte_size: int) -> Any:
+        raise NotImplementedError
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _SystemRegion(_Region):
+    def __init__(self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None) -> None:
+        super().__init__(name, byte_size)
+        self.key = key
+        self.offset = offset
+        self._mapping = mapping
+        # The window [offset, offset + byte_size) of the mapping; mmap offsets must be
+        # page-aligned, so the mapping starts at 0 and the window is a slice of it.
+        self.view = memoryview(mapping)[offset : offset + byte_size] if mapping is not None else memoryview(b"")
+
+    def read(self, offset: int, byte_size: int) -> memoryview:
+        return self.view[offset : offset + byte_size]
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        size = len(data) if isinstance(data, bytes) else data.nbytes
+        self.view[offset : offset + size] = data
+
+    def close(self) -> None:
+        try:
+            self.view.release()
+        except BufferError:
+            pass
+        if self._mapping is not None:
+            try:
+                self._mapping.close()
+            except BufferError:
+                pass  # a stray view still exports the buffer: the mapping goes when it does
+            self._mapping = None
+
+    def status(self) -> SystemRegionStatus:
+        return SystemRegionStatus(self.name, self.key, self.offset, self.byte_size)
+
+
+class _CudaRegion(_Region):
+    kind = "cuda"
+
+    def __init__(self, name: str, device_id: int, byte_size: int, pointer: int, runtime: Any) -> None:
+        super().__init__(name, byte_size)
+        self.device_id = device_id
+        self.pointer = pointer
+        self.runtime = runtime
+
+    def read(self, offset: int, byte_size: int) -> memoryview:
+        host = bytearray(byte_size)
+        self.runtime.to_host(host, self.pointer + offset, byte_size, self.device_id)
+        return memoryview(host)
+
+    def write(self, offset: int, data: bytes | memoryview) -> None:
+        self.runtime.to_device(self.pointer + offset, data, self.device_id)
+
+    def close(self) -> None:
+        self.runtime.close(self.pointer, self.device_id)
+
+    def status(self) -> CudaRegionStatus:
+        return CudaRegionStatus(self.name, self.device_id, self.byte_size)
+
+
+class _Hold:
+    """Keeps a region registered while the request (or array) that owns this object lives."""
+
+    __slots__ = ("__weakref__", "manager", "region")
+
+    def __init__(self, manager: SharedMemoryManager, region: _Region) -> None:
+        self.manager = manager
+        self.region = region
+        manager._acquire(region)
+
+    def __del__(self) -> None:
+        self.manager._release(self.region)
+
+
+def shm_key_path(key: str) -> str:
+    """The /dev/shm path of a POSIX shm key, refusing keys that would leave /dev/shm."""
+    name = key.lstrip("/")
+    if not name or "/" in name or "\x00" in name or name in (".", ".."):
+        raise InvalidArgumentError(
+            f"Unable to open shared memory region: '{key}': the key must name an object "
+            f"directly in {SHM_DIR} (like '/my_region')"
+        )
+    return os.path.join(SHM_DIR, name)
+
+
+class SharedMemoryManager:
+    """The registry of client regions, shared by every frontend.
+
+    `allow_client` mirrors `--allow-client-shm`: when false, register and unregister answer
+    Triton's "disabled" error (status still answers, with nothing registered).
+    """
+
+    def __init__(self, allow_client: bool = False, cuda: Any = None) -> None:
+        self.allow_client = allow_client
+        self._regions: dict[str, _Region] = {}
+        self._lock = threading.RLock()
+        self._cuda = cuda  # a CUDA runtime adapter; found lazily on first CUDA registration
+
+    # ------------------------------------------------------------ registration
+    def require_client_access(self) -> None:
+        if not self.allow_client:
+            raise UnsupportedError(DISABLED)
+
+    def register_system(self, name: str, key: str, offset: int, byte_size: int) -> None:
+        self.require_client_access()
+        if not name:
+            raise InvalidArgumentError("'region name' is necessary to register system shared memory region")
+        stripped = key.lstrip("/")
+        for prefix in RESERVED_KEY_PREFIXES:
+            if key.startswith(prefix) or stripped.startswith(prefix):
+                raise InvalidArgumentError(
+                    f"cannot register shared memory region '{name}' with key '{key}' as the key "
+                    f"contains the reserved prefix '{prefix}'"
+                )
+        path = shm_key_path(key)
+        with self._lock:
+            if name in self._regions:
+                raise AlreadyExistsError(f"shared memory region '{name}' already in manager")
+            try:
+                # O_NOFOLLOW as glibc's shm_open: a symlink planted in /dev/shm is refused.
+                fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                raise InternalError(f"Unable to open shared memory region: '{key}'") from None
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    raise InternalError(f"Invalid shared memory region: '{key}'")
+                if offset < 0 or byte_size < 0 or offset + byte_size > info.st_size:
+                    raise InvalidArgumentError(
+                        f"failed to register shared memory region '{name}': invalid args"
+                    )
+                length = offset + byte_size
+                mapping = mmap.mmap(fd, length) if length > 0 else None
+            finally:
+                os.close(fd)
+            self._regions[name] = _SystemRegion(name, key, offset, byte_size, mapping)
+
+    def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
+        self.require_client_access()
+        if not name:
+            raise InvalidArgumentError("'region name' is necessary to register cuda shared memory region")
+        if len(raw_handle) != CUDA_IPC_HANDLE_SIZE:
+            raise InvalidArgumentError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+        runtime = self._cuda_runtime(name)
+        with self._lock:
+            if name in self._regions:
+                raise AlreadyExistsError(f"shared memory region '{name}' already in manager")
+            try:
+                pointer = runtime.open(raw_handle, device_id)
+            except Exception as exc:
+                raise InvalidArgumentError(
+                    f"failed to register shared memory region '{name}': invalid args ({exc})"
+                ) from None
+            self._regions[name] = _CudaRegion(name, device_id, byte_size, pointer, runtime)
+
+    def _cuda_runtime(self, name: str) -> Any:
+        if self._cuda is None:
+            from . import cuda_ipc
+
+            self._cuda = cuda_ipc.find_runtime()
+        if self._cuda is False or self._cuda is None:
+            self._cuda = False
+            raise UnsupportedError(
+                f"failed to register CUDA shared memory region: '{name}', GPUs not supported"
+            )
+        return self._cuda
+
+    def unregister_system(self, name: str = "") -> None:
+        self._unregister(name, _SystemRegion)
+
+    def unregister_cuda(self, name: str = "") -> None:
+        self._unregister(name, _CudaRegion)
+
+    def _unregister(self, name: str, kind: type[_Region]) -> None:
+        self.require_client_access()
+        with self._lock:
+            names = [name] if name else [n for n, r in self._regions.items() if isinstance(r, kind)]
+            for region_name in names:
+                region = self._regions.get(region_name)
+                if region is None or not isinstance(region, kind):
+                    continue  # unknown names are a no-op success, as in Triton
+                if region.users > 0:
+                    region.awaiting_unregister = True
+                    continue
+                self._drop(region)
+
+    def _drop(self, region: _Region) -> None:
+        if self._regions.get(region.name) is region:
+            del self._regions[region.name]
+        region.close()
+
+    # ------------------------------------------------------------------ status
+    def system_status(self, name: str = "") -> list[SystemRegionStatus]:
+        return [r.status() for r in self._status(name, _SystemRegion)]  # type: ignore[attr-defined]
+
+    def cuda_status(self, name: str = "") -> list[CudaRegionStatus]:
+        return [r.status() for r in self._status(name, _CudaRegion)]  # type: ignore[attr-defined]
+
+    def _status(self, name: str, kind: type[_Region]) -> list[_Region]:
+        with self._lock:
+            if not name:
+                return [r for r in self._regions.values() if isinstance(r, kind)]
+            region = self._regions.get(name)
+            label = "cuda" if kind is _CudaRegion else "system"
+            if region is None:
+                raise NotFoundError(f"Unable to find {label} shared memory region: '{name}'")
+            if not isinstance(region, kind):
+                if isinstance(region, _CudaRegion):
+                    raise NotFoundError(
+                        f"The region named '{name}' is registered as CUDA shared memory, not system "
+                        f"shared memory"
+                    )
+                raise NotFoundError(
+                    f"The region named '{name}' is registered as system shared memory, not CUDA "
+                    f"shared memory"
+                )
+            return [region]
+
+    # ------------------------------------------------------------- in-flight use
+    def _acquire(self, region: _Region) -> None:
+        with self._lock:
+            region.users += 1
+
+    def _release(self, region: _Region) -> None:
+        with self._lock:
+            region.users -= 1
+            if region.users <= 0 and region.awaiting_unregister:
+                self._drop(region)
+
+    def _lookup(self, name: str, offset: int, byte_size: int) -> _Region:
+        with self._lock:
+            region = self._regions.get(name)
+            if region is None:
+                raise NotFoundError(f"Unable to find shared memory region: '{name}'")
+            region.check_bounds(offset, byte_size)
+            return region
+
+    # ---------------------------------------------------------- inference hooks
+    def read_input(
+        self, name: str, datatype: str, shape: tuple[int, ...], params: dict[str, Any], model: str
+    ) -> np.ndarray:
+        """An input tensor read from the region its parameters name (zero-copy for system shm)."""
+        region_name, offset, byte_size = _shm_params(params, name)
+        region = self._lookup(region_name, offset, byte_size)
+        data = region.read(offset, byte_size)
+        array = datatypes.from_wire_bytes(data, datatype, shape, name=name, model=model)
+        if isinstance(region, _SystemRegion) and datatype != "BYTES":
+            # The array views client memory: keep the region mapped while the array lives.
+            hold = _Hold(self, region)
+            weakref.finalize(_base_array(array), _noop, hold)
+        return array
+
+    def pin_outputs(self, request: InferRequest) -> None:
+        """Check the output regions a request names and hold them until it finishes."""
+        holds: dict[str, _Hold] = {}
+        for output in request.outputs or ():
+            if output.shm_region is None:
+                continue
+            region = self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
+            holds[output.name] = _Hold(self, region)
+        if holds:
+            request.flags["shm_outputs"] = holds
+
+    def write_output(self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None) -> None:
+        """Write an output's wire bytes into its region; too small a region is Triton's INTERNAL."""
+        assert requested.shm_region is not None and tensor.data is not None
+        data = datatypes.to_wire_bytes(tensor.data, tensor.datatype)
+        size = len(data) if isinstance(data, bytes) else data.nbytes
+        if size > requested.shm_byte_size:
+            raise InternalError(
+                f"shared memory size specified with the request for output '{tensor.name}' "
+                f"({requested.shm_byte_size} bytes) should be at least {size} bytes to hold the results"
+            )
+        hold = holds.get(requested.name) if holds else None
+        region = hold.region if hold is not None else self._lookup(
+            requested.shm_region, requested.shm_offset, requested.shm_byte_size
+        )
+        if size:
+            region.write(requested.shm_offset, data)
+
+    def close(self) -> None:
+        """Unmap everything (server shutdown)."""
+        with self._lock:
+            for region in list(self._regions.values()):
+                self._drop(region)
+
+
+def _noop(_hold: _Hold) -> None:
+    """The finalizer's only job is to drop the last reference to the hold."""
+
+
+def _base_array(array: np.ndarray) -> np.ndarray:
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _uint(params: dict[str, Any], key: str, default: int | None, tensor: str) -> int:
+    value = params.get(key, default)
+    if value is None:
+        raise InvalidArgumentError(
+            f"'{key}' must be specified along with 'shared_memory_region' parameter for tensor '{tensor}'"
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgumentError(f"Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer")
+    return value
+
+
+def _shm_params(params: dict[str, Any], tensor: str) -> tuple[str, int, int]:
+    region = params.get("shared_memory_region")
+    if not isinstance(region, str):
+        raise InvalidArgumentError(f"Unable to parse 'shared_memory_region' of tensor '{tensor}': expected a string")
+    return region, _uint(params, "shared_memory_offset", 0, tensor), _uint(
+        params, "shared_memory_byte_size", None, tensor
+    )
