@@ -165,6 +165,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ControlError, RunError, ValueError) as exc:
         print(f"openinfer bench: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # connection refused, unreachable host, grpc channel errors
+        print(f"openinfer bench: cannot reach {opts.url} ({opts.protocol}): {exc}",
+              file=sys.stderr)
+        return 1
     results = doc.pop("_results")
     if ns.filename:
         Path(ns.filename).write_text(to_csv(results))

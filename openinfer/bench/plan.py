@@ -28,10 +28,20 @@ class Plan:
 
 def build(opts: Options, info: ModelInfo) -> Plan:
     batching = None if info.max_batch_size is None else info.max_batch_size > 0
-    shapes = {
-        spec.name: resolve_shape(spec, opts.shapes.get(spec.name), opts.batch_size, batching)
-        for spec in info.inputs
-    }
+    from_file = opts.input_data not in ("random", "zero")
+    shapes = {}
+    for spec in info.inputs:
+        try:
+            shapes[spec.name] = resolve_shape(spec, opts.shapes.get(spec.name), opts.batch_size,
+                                              batching)
+        except ValueError:
+            if not from_file or spec.name in opts.shapes:
+                raise
+            # A data file may carry the shape, or its length fills the last variable dimension.
+            dims = [max(d, 1) for d in spec.shape]
+            if batching or (batching is None and spec.shape and spec.shape[0] == -1):
+                dims[0] = opts.batch_size
+            shapes[spec.name] = dims
     unknown = set(opts.shapes) - set(shapes)
     if unknown:
         raise ValueError(f"--shape names unknown inputs {sorted(unknown)}; "

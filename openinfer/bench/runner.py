@@ -116,7 +116,11 @@ class Runner:
         res = LevelResult(mode, value)
         before = self.control.stats(opts.model, opts.model_version)
         shares = split(value, self.n, integer=mode == "concurrency")
-        counts = split(opts.request_count, self.n) if opts.request_count > 0 else [0] * self.n
+        active = [i for i in range(self.n) if shares[i] > 0]
+        counts = [0] * self.n
+        if opts.request_count > 0:  # only workers with a share of the load get a budget
+            for i, c in zip(active, split(opts.request_count, len(active))):
+                counts[i] = int(c)
         for i in range(self.n):
             self.counter[i] = 0
         for i, pipe in enumerate(self.pipes):
@@ -166,9 +170,11 @@ class Runner:
     def _count_mode(self, label: str, res: LevelResult) -> list[list[Snapshot]]:
         self._windows_seen: list[list[Snapshot]] = []
         target = self.opts.request_count
-        deadline = time.monotonic() + self.opts.timeout_s + target  # generous, never endless
+        last, last_t = -1, time.monotonic()
         while (done := self._count()) < target:
-            if time.monotonic() > deadline:
+            if done != last:
+                last, last_t = done, time.monotonic()
+            elif time.monotonic() - last_t > self.opts.timeout_s:  # stalled: never wait forever
                 raise RunError(f"{label}: only {done} of {target} requests finished")
             self.progress.update(label, done / target, f"{done}/{target} requests")
             if any(not p.is_alive() for p in self.procs):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from typing import Any
 
 SHM_DIR = "/dev/shm"
 
@@ -44,3 +45,52 @@ class Region:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+class RegionSet:
+    """One worker's regions: every input row in one region, one output region per slot.
+
+    Inputs are written once and shared by all slots; each slot needs its own outputs because its
+    requests are in flight at the same time as the others'.
+    """
+
+    def __init__(self, tag: str, rows: list[list[bytes]], output_sizes: list[int], slots: int,
+                 control: Any) -> None:
+        self.control = control
+        self.named: list[tuple[str, Region]] = []
+        self.in_name = f"{tag}_in"
+        self.in_offsets: list[list[int]] = []
+        self.outputs: list[Region] = []
+        try:
+            inp = Region("/" + self.in_name, max(sum(len(b) for row in rows for b in row), 1))
+            self.named.append((self.in_name, inp))
+            off = 0
+            for row in rows:
+                offs = []
+                for data in row:
+                    inp.write(off, data)
+                    offs.append(off)
+                    off += len(data)
+                self.in_offsets.append(offs)
+            control.register_shm(self.in_name, inp.key, inp.byte_size)
+            for s in range(slots):
+                out = Region(f"/{tag}_out{s}", max(sum(output_sizes), 1))
+                self.named.append((self.out_name(s), out))
+                self.outputs.append(out)
+                control.register_shm(self.out_name(s), out.key, out.byte_size)
+        except BaseException:
+            self.close()
+            raise
+
+    def out_name(self, slot: int) -> str:
+        return f"{self.in_name[:-3]}_out{slot}"
+
+    def close(self) -> None:
+        """Unregister (errors ignored: the server may be gone) and unlink everything."""
+        for name, region in self.named:
+            try:
+                self.control.unregister_shm(name)
+            except Exception:  # noqa: BLE001 - cleanup must reach every region
+                pass
+            region.close()
+        self.named = []

@@ -7,6 +7,7 @@ the client side beyond what gRPC itself does.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from grpc import aio
@@ -16,7 +17,7 @@ from openinfer._proto import grpc_service_pb2 as pb
 from .control import GrpcControl, _channel_options, split_url
 from .options import Options
 from .plan import Plan
-from .shm import Region
+from .shm import Region, RegionSet
 from .tensors import Tensor
 from .v2_http import InferError
 from .validate import Received, ValidationError, check, nbytes
@@ -44,8 +45,8 @@ class GrpcDriver:
         self.opts, self.plan, self.slots = opts, plan, slots
         host, port = split_url(opts.url)
         self.target = f"{host}:{port}"
-        self.tag = f"oibench_g{worker}_{id(self) & 0xFFFFFF:x}"
-        self.regions: list[tuple[str, Region]] = []
+        self.tag = f"oibench_{os.getpid()}_{worker}"
+        self.shm: RegionSet | None = None
         self.out_regions: list[Region] = []
         self.in_offsets: list[list[int]] = []
         self.requests: list[list[bytes]] = []
@@ -64,27 +65,11 @@ class GrpcDriver:
         await self.channel.channel_ready()
 
     def _setup_shm(self) -> None:
-        ctl = GrpcControl(self.opts.url)
-        try:
-            inp = Region(f"/{self.tag}_in",
-                         max(sum(len(t.raw()) for row in self.plan.rows for t in row), 1))
-            off = 0
-            for row in self.plan.rows:
-                offs = []
-                for t in row:
-                    inp.write(off, t.raw())
-                    offs.append(off)
-                    off += len(t.raw())
-                self.in_offsets.append(offs)
-            ctl.register_shm(f"{self.tag}_in", inp.key, inp.byte_size)
-            self.regions.append((f"{self.tag}_in", inp))
-            for s in range(self.slots):
-                out = Region(f"/{self.tag}_out{s}", max(sum(self.plan.output_sizes), 1))
-                ctl.register_shm(f"{self.tag}_out{s}", out.key, out.byte_size)
-                self.regions.append((f"{self.tag}_out{s}", out))
-                self.out_regions.append(out)
-        finally:
-            ctl.close()
+        self.control = GrpcControl(self.opts.url)
+        self.shm = RegionSet(self.tag, [[t.raw() for t in row] for row in self.plan.rows],
+                             self.plan.output_sizes, self.slots, self.control)
+        self.in_offsets = self.shm.in_offsets
+        self.out_regions = self.shm.outputs
 
     def _request(self, r: int, row: list[Tensor], slot: int) -> pb.ModelInferRequest:
         req = pb.ModelInferRequest(model_name=self.opts.model,
@@ -93,7 +78,7 @@ class GrpcDriver:
         for i, t in enumerate(row):
             inp = req.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
             if shm:
-                _set_param(inp.parameters, "shared_memory_region", f"{self.tag}_in")
+                _set_param(inp.parameters, "shared_memory_region", self.shm.in_name)
                 _set_param(inp.parameters, "shared_memory_byte_size", len(t.raw()))
                 if self.in_offsets[r][i]:
                     _set_param(inp.parameters, "shared_memory_offset", self.in_offsets[r][i])
@@ -103,7 +88,7 @@ class GrpcDriver:
         for spec, size in zip(self.plan.outputs, self.plan.output_sizes):
             out = req.outputs.add(name=spec.name)
             if shm:
-                _set_param(out.parameters, "shared_memory_region", f"{self.tag}_out{slot}")
+                _set_param(out.parameters, "shared_memory_region", self.shm.out_name(slot))
                 _set_param(out.parameters, "shared_memory_byte_size", size)
                 if off:
                     _set_param(out.parameters, "shared_memory_offset", off)
@@ -185,14 +170,9 @@ class GrpcDriver:
             if call is not None:
                 await call.done_writing()
         await self.channel.close()
-        if self.regions:
-            ctl = GrpcControl(self.opts.url)
-            try:
-                for name, region in self.regions:
-                    ctl.unregister_shm(name)
-                    region.close()
-            finally:
-                ctl.close()
+        if self.shm is not None:
+            self.shm.close()
+            self.control.close()
 
 
 def _contents(o: Any) -> list[Any]:

@@ -6,6 +6,7 @@ Every request body is encoded once, before the clock starts; a sequence request 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +16,7 @@ from .control import HttpControl, split_url
 from .httpconn import HttpConnection, Response, encode_request
 from .options import Options
 from .plan import Plan
-from .shm import Region
+from .shm import Region, RegionSet
 from .validate import Received, ValidationError, check, nbytes
 
 
@@ -34,8 +35,8 @@ class HttpDriver:
             path += f"/versions/{opts.model_version}"
         self.path = path + "/infer"
         self.conns = [HttpConnection(self.host, self.port) for _ in range(slots)]
-        self.tag = f"oibench_{worker}_{id(self) & 0xFFFFFF:x}"
-        self.regions: list[tuple[str, Region]] = []
+        self.tag = f"oibench_{os.getpid()}_{worker}"
+        self.shm: RegionSet | None = None
         self.in_offsets: list[list[int]] = []
         self.out_regions: list[Region] = []
         # bodies[row][slot]: shared memory differs per slot (output region), others do not.
@@ -54,27 +55,11 @@ class HttpDriver:
             await c.open()
 
     def _setup_shm(self) -> None:
-        ctl = HttpControl(self.opts.url)
-        try:
-            sizes = [sum(len(t.raw()) for t in row) for row in self.plan.rows]
-            inp = Region(f"/{self.tag}_in", max(sum(sizes), 1))
-            off = 0
-            for row in self.plan.rows:
-                offs = []
-                for t in row:
-                    inp.write(off, t.raw())
-                    offs.append(off)
-                    off += len(t.raw())
-                self.in_offsets.append(offs)
-            ctl.register_shm(f"{self.tag}_in", inp.key, inp.byte_size)
-            self.regions.append((f"{self.tag}_in", inp))
-            for s in range(self.slots):
-                out = Region(f"/{self.tag}_out{s}", max(sum(self.plan.output_sizes), 1))
-                ctl.register_shm(f"{self.tag}_out{s}", out.key, out.byte_size)
-                self.regions.append((f"{self.tag}_out{s}", out))
-                self.out_regions.append(out)
-        finally:
-            ctl.close()
+        self.control = HttpControl(self.opts.url)
+        self.shm = RegionSet(self.tag, [[t.raw() for t in row] for row in self.plan.rows],
+                             self.plan.output_sizes, self.slots, self.control)
+        self.in_offsets = self.shm.in_offsets
+        self.out_regions = self.shm.outputs
 
     def _body(self, r: int, row: list[Any], slot: int) -> tuple[bytes, dict[str, str]]:
         mode = "shm" if self.opts.shared_memory == "system" else (
@@ -90,7 +75,7 @@ class HttpDriver:
                 tail.append(raw)
             else:
                 entry["parameters"] = {
-                    "shared_memory_region": f"{self.tag}_in",
+                    "shared_memory_region": self.shm.in_name,
                     "shared_memory_byte_size": len(t.raw()),
                     "shared_memory_offset": self.in_offsets[r][i],
                 }
@@ -104,7 +89,7 @@ class HttpDriver:
                 outputs.append({"name": spec.name, "parameters": {"binary_data": True}})
             else:
                 outputs.append({"name": spec.name, "parameters": {
-                    "shared_memory_region": f"{self.tag}_out{slot}",
+                    "shared_memory_region": self.shm.out_name(slot),
                     "shared_memory_byte_size": size,
                     "shared_memory_offset": off,
                 }})
@@ -185,12 +170,7 @@ class HttpDriver:
     async def close(self) -> None:
         for c in self.conns:
             c.close()
-        if self.regions:
-            ctl = HttpControl(self.opts.url)
-            try:
-                for name, region in self.regions:
-                    ctl.unregister_shm(name)
-                    region.close()
-            finally:
-                ctl.close()
+        if self.shm is not None:
+            self.shm.close()
+            self.control.close()
 

@@ -12,6 +12,15 @@ from typing import Any
 import orjson
 
 from .model import Counter, config, metadata, output_name
+from .shm_regions import ShmRegions
+
+
+def _out_shm(req: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for o in req.get("outputs") or []:
+        params = o.get("parameters") or {}
+        if o.get("name") == name and "shared_memory_region" in params:
+            return params
+    return None
 
 Scope = dict[str, Any]
 
@@ -21,6 +30,7 @@ _JSON = [(b"content-type", b"application/json")]
 class EchoApp:
     def __init__(self) -> None:
         self.counters: dict[str, Counter] = {}
+        self.shm = ShmRegions()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -41,7 +51,8 @@ class EchoApp:
                 await self._infer(scope, path, body, send)
                 return
             if path.startswith("/v2/systemsharedmemory"):
-                await _reply(send, 400, b'{"error":"shared memory is not supported by echo"}')
+                status, reply = self.shm.handle(path, body)
+                await _reply(send, status, reply)
                 return
             await _reply(send, 404, b'{"error":"not found"}')
             return
@@ -82,8 +93,19 @@ class EchoApp:
         outputs, tail, pos = [], [], hlen or 0
         for t in req.get("inputs", []):
             out = {"name": output_name(t["name"]), "datatype": t["datatype"], "shape": t["shape"]}
-            size = (t.get("parameters") or {}).get("binary_data_size")
-            if size is not None:
+            params = t.get("parameters") or {}
+            size = params.get("binary_data_size")
+            if "shared_memory_region" in params:
+                data = self.shm.read(params)
+                out_params = _out_shm(req, out["name"])
+                if out_params is None:  # shm input, binary output
+                    out["parameters"] = {"binary_data_size": len(data)}
+                    tail.append(data)
+                else:
+                    self.shm.write(out_params, data)
+                    out["parameters"] = {"shared_memory_region": out_params["shared_memory_region"],
+                                         "shared_memory_byte_size": len(data)}
+            elif size is not None:
                 out["parameters"] = {"binary_data_size": size}
                 tail.append(body[pos : pos + size])
                 pos += size

@@ -9,17 +9,35 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
 from grpc import aio
 
 from openinfer._proto import grpc_service_pb2 as pb
 from openinfer._proto import grpc_service_pb2_grpc as pb_grpc
 
 from .model import MAX_BATCH_SIZE, Counter, output_name
+from .shm_regions import ShmRegions
+
+
+def _params(params: Any) -> dict[str, Any]:
+    return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in params.items()}
 
 
 class EchoServicer(pb_grpc.GRPCInferenceServiceServicer):
     def __init__(self) -> None:
         self.counters: dict[str, Counter] = {}
+        self.shm = ShmRegions()
+
+    async def SystemSharedMemoryRegister(self, request: Any, context: Any) -> Any:
+        self.shm.handle(f"/v2/systemsharedmemory/region/{request.name}/register", orjson.dumps(
+            {"key": request.key, "offset": request.offset, "byte_size": request.byte_size}))
+        return pb.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request: Any, context: Any) -> Any:
+        path = (f"/v2/systemsharedmemory/region/{request.name}/unregister" if request.name
+                else "/v2/systemsharedmemory/unregister")
+        self.shm.handle(path, b"")
+        return pb.SystemSharedMemoryUnregisterResponse()
 
     async def ServerLive(self, request: Any, context: Any) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=True)
@@ -62,8 +80,19 @@ class EchoServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: Any, context: Any) -> pb.ModelInferResponse:
         t0 = time.perf_counter_ns()
         r = pb.ModelInferResponse(model_name=request.model_name, model_version="1", id=request.id)
+        out_shm = {o.name: _params(o.parameters) for o in request.outputs
+                   if "shared_memory_region" in o.parameters}
         for t in request.inputs:
-            r.outputs.add(name=output_name(t.name), datatype=t.datatype, shape=t.shape)
+            out = r.outputs.add(name=output_name(t.name), datatype=t.datatype, shape=t.shape)
+            if "shared_memory_region" in t.parameters:
+                data = self.shm.read(_params(t.parameters))
+                if out.name in out_shm:
+                    self.shm.write(out_shm[out.name], data)
+                    out.parameters["shared_memory_region"].string_param = (
+                        out_shm[out.name]["shared_memory_region"])
+                    out.parameters["shared_memory_byte_size"].int64_param = len(data)
+                else:
+                    r.raw_output_contents.append(data)
         r.raw_output_contents.extend(request.raw_input_contents)
         self.counters.setdefault(request.model_name, Counter()).add(time.perf_counter_ns() - t0)
         return r

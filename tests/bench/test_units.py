@@ -1,0 +1,86 @@
+"""Pure functions of the bench: option parsing, shapes, validation, statistics, reports."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from openinfer.bench.openai.client import Record
+from openinfer.bench.openai.metrics import compute, table
+from openinfer.bench.options import parse_range
+from openinfer.bench.report import to_csv
+from openinfer.bench.runner import LevelResult, split
+from openinfer.bench.stats import is_stable, summarize_ns
+from openinfer.bench.tensors import Tensor, TensorSpec, parse_shapes, resolve_shape
+from openinfer.bench.validate import Received, ValidationError, check
+
+
+def test_ranges_follow_perf_analyzer() -> None:
+    assert parse_range("1:16:5") == [1, 6, 11, 16]
+    assert parse_range("4") == [4]
+    assert parse_range("1:4") == [1, 2, 3, 4]
+    assert parse_range("10:20:5", integer=False) == [10.0, 15.0, 20.0]
+    with pytest.raises(ValueError):
+        parse_range("5:1")
+
+
+def test_shapes() -> None:
+    assert parse_shapes(["INPUT0:1,16", "x:y:3"]) == {"INPUT0": [1, 16], "x:y": [3]}
+    spec = TensorSpec("INPUT0", "FP32", (-1, -1))
+    # Batching model: --shape leaves out the batch dimension, -b fills it.
+    assert resolve_shape(spec, [16], 4, True) == [4, 16]
+    # No config extension: a --shape one shorter than metadata means the same.
+    assert resolve_shape(spec, [16], 1, None) == [1, 16]
+    assert resolve_shape(spec, [2, 16], 1, None) == [2, 16]
+    with pytest.raises(ValueError, match="variable"):
+        resolve_shape(spec, None, 1, True)
+    assert resolve_shape(TensorSpec("a", "INT32", (3,)), None, 1, False) == [3]
+
+
+def test_validation() -> None:
+    specs = [TensorSpec("OUTPUT0", "FP32", (-1, -1))]
+    arr = np.arange(4, dtype=np.float32).reshape(1, 4)
+    exp = [Tensor("OUTPUT0", "FP32", arr)]
+    check([Received("OUTPUT0", "FP32", [1, 4], raw=arr.tobytes())], specs, exp)
+    check([Received("OUTPUT0", "FP32", [1, 4], data=[0.0, 1.0, 2.0, 3.0])], specs, exp)
+    with pytest.raises(ValidationError, match="differs"):
+        check([Received("OUTPUT0", "FP32", [1, 4], data=[0.0, 1.0, 2.0, 9.0])], specs, exp)
+    with pytest.raises(ValidationError, match="missing"):
+        check([], specs, None)
+    with pytest.raises(ValidationError, match="elements"):
+        check([Received("OUTPUT0", "FP32", [1, 5], raw=arr.tobytes())], specs, None)
+
+
+def test_stability_and_summary() -> None:
+    assert is_stable([100, 104, 98], 10)
+    assert not is_stable([100, 130, 98], 10)
+    assert not is_stable([100, 100], 10)
+    s = summarize_ns(np.array([1000, 2000, 3000, 4000], dtype=np.int64))
+    assert s["avg"] == 2.5 and s["min"] == 1.0 and s["max"] == 4.0
+    assert split(16, 3) == [6, 5, 5] and split(1, 2) == [1, 0]
+
+
+def test_csv_has_perf_analyzer_columns() -> None:
+    r = LevelResult("concurrency", 4, throughput=100.0, latency_us={"avg": 50.0, "p50": 40.0},
+                    server={"queue_us": 10.0, "compute_infer_us": 20.0})
+    head, row = to_csv([r]).splitlines()
+    assert head.startswith("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv")
+    assert row.split(",")[:4] == ["4", "100.00", "0", "20"]
+
+
+def test_genai_perf_metrics() -> None:
+    recs = [Record(first_ns=10_000_000, end_ns=40_000_000, chunk_ns=[1] * 4, text="a b c d",
+                   usage={"completion_tokens": 4, "prompt_tokens": 7}, input_tokens=7)
+            for _ in range(3)]
+    doc = compute(recs, 2.0, None, "chat", True)
+    m = doc["metrics"]
+    assert m["time_to_first_token"]["avg"] == pytest.approx(10.0)
+    assert m["inter_token_latency"]["avg"] == pytest.approx(10.0)  # (40 - 10) / (4 - 1)
+    assert m["output_token_throughput"]["avg"] == pytest.approx(6.0)
+    assert m["request_throughput"]["avg"] == pytest.approx(1.5)
+    assert m["input_sequence_length"]["avg"] == 7
+    text = table({**doc, "model": "m", "endpoint_type": "chat", "streaming": True})
+    for row in ("Time to first token (ms)", "Inter token latency (ms)", "Request latency (ms)",
+                "Output sequence length", "Input sequence length",
+                "Output token throughput (per sec)", "Request throughput (per sec)"):
+        assert row in text
