@@ -151,15 +151,11 @@ class GrpcDriver:
             off += size
         for i, o in enumerate(resp.outputs):
             rec = Received(o.name, o.datatype, list(o.shape))
-            if i < len(raws):
+            if self.out_regions and o.name in off_by_name and o.datatype != "BYTES":
+                # Requested into shared memory: whatever else the response holds, read there.
+                rec.raw = self.out_regions[slot].read(off_by_name[o.name][0], nbytes(rec))
+            elif i < len(raws):
                 rec.raw = raws[i]
-            elif "shared_memory_region" in o.parameters or (
-                self.out_regions and not o.HasField("contents")
-            ):
-                if o.name not in off_by_name:
-                    raise ValidationError(f"unexpected output {o.name!r}")
-                start, _ = off_by_name[o.name]
-                rec.raw = self.out_regions[slot].read(start, nbytes(rec))
             else:
                 rec.data = _contents(o)
             got.append(rec)

@@ -147,13 +147,13 @@ class HttpDriver:
         for o in doc.get("outputs") or []:
             params = o.get("parameters") or {}
             rec = Received(o.get("name", ""), o.get("datatype", ""), list(o.get("shape", [])))
-            if "binary_data_size" in params:
+            if self.out_regions and "data" not in o and rec.datatype != "BYTES":
+                off = self._out_offset(rec.name)
+                rec.raw = self.out_regions[slot].read(off, nbytes(rec))
+            elif "binary_data_size" in params:
                 n = int(params["binary_data_size"])
                 rec.raw = memoryview(resp.body)[pos : pos + n]
                 pos += n
-            elif self.out_regions and "data" not in o and rec.datatype != "BYTES":
-                off = self._out_offset(rec.name)
-                rec.raw = self.out_regions[slot].read(off, nbytes(rec))
             else:
                 rec.data = o.get("data")
             got.append(rec)
