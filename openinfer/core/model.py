@@ -15,6 +15,7 @@ from . import datatypes
 from .backend import Backend, ModelContext, ModelInstance
 from .config import protocol_dims
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError
+from .scheduling.sequence_state import injected_input_names
 from .stats import ModelStats
 from .types import InferRequest, ModelMetadata, TensorMetadata
 
@@ -58,6 +59,7 @@ class LoadedModel:
         self.labels: dict[str, list[str]] = {}
         self._inputs_folded: dict[str, str] = {}
         self._required_inputs = 0
+        self.injected_inputs: frozenset[str] = frozenset()
         self.inflight = 0
         self._drained = asyncio.Event()
         self._drained.set()
@@ -90,7 +92,11 @@ class LoadedModel:
             key = name.casefold()
             folded[key] = "" if key in folded else name  # "" marks an ambiguous fold
         self._inputs_folded = folded
-        self._required_inputs = sum(1 for s in self.inputs.values() if not s.optional)
+        # Sequence control and state inputs come from the sequence batcher, not the client.
+        self.injected_inputs = injected_input_names(config)
+        self._required_inputs = sum(
+            1 for n, s in self.inputs.items() if not s.optional and n not in self.injected_inputs
+        )
         self.labels = {}
         for spec in self.outputs.values():
             if spec.label_file:
@@ -166,7 +172,11 @@ class LoadedModel:
                 check = shape
             if not _matches(spec.dims, check):
                 raise self._shape_error(request, resolved, spec, shape)
-        missing = [n for n, s in self.inputs.items() if not s.optional and n not in names]
+        missing = [
+            n
+            for n, s in self.inputs.items()
+            if not s.optional and n not in names and n not in self.injected_inputs
+        ]
         if missing:
             raise self._error(
                 request,

@@ -465,7 +465,11 @@ class ModelRepository:
             await model.stop()
             raise
         model.refresh_specs()
-        model.scheduler = self.schedulers(model, InstancePool(model.instances))
+        try:  # a scheduler refuses a bad batching config; the instances must not outlive it
+            model.scheduler = self.schedulers(model, InstancePool(model.instances))
+        except BaseException:
+            await model.stop()
+            raise
         try:
             if version_config.model_warmup:
                 await run_warmup(model)

@@ -25,9 +25,13 @@ class Scheduler(abc.ABC):
 class InstancePool:
     """Idle instances handed out first come, first served."""
 
-    def __init__(self, instances: list[ModelInstance]) -> None:
+    def __init__(self, instances: list[ModelInstance], *, pipelined: bool = True) -> None:
         # An instance that queues work internally takes `pipeline_depth` batches at once.
-        self._idle: deque[ModelInstance] = deque(i for i in instances for _ in range(i.pipeline_depth))
+        # Batchers turn that off: they form a batch only when an instance is really free, so
+        # requests keep gathering (and keep their priority, queue limit and timeout) meanwhile.
+        self._idle: deque[ModelInstance] = deque(
+            i for i in instances for _ in range(i.pipeline_depth if pipelined else 1)
+        )
         self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
         self.size = len(instances)
 

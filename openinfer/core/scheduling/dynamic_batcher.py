@@ -1,0 +1,207 @@
+"""Triton's dynamic batcher: concurrent requests become one `execute` call.
+
+The backend receives the batch as a list of requests (the Python backend model sees
+`len(requests) == N`; tensor backends concatenate along dim 0 themselves) and answers each
+through its own sender, so splitting results back is per request by construction.
+
+How a batch is formed, following Triton's `DynamicBatchScheduler`:
+  * a batch is formed only when an instance is free, so requests gather while all are busy;
+  * requests are taken in priority order (then the delayed ones) while the summed batch
+    dimension stays within the largest preferred batch size (`max_batch_size` when none is
+    given) and the requests' variable-size inputs have equal shapes (unless ragged);
+  * a preferred batch size is sent at once; otherwise the batcher waits up to
+    `max_queue_delay_microseconds` from the oldest request for one to form, recomputing the
+    remaining delay every time something arrives, and then sends what it has;
+  * with no delay it sends what is queued as soon as an instance is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+
+from ..._proto import model_config_pb2 as mc
+from ..backend import ModelInstance
+from ..errors import InvalidArgumentError, UnavailableError
+from ..responses import ResponseSender
+from ..stats import ModelStats
+from ..types import InferRequest
+from .base import InstancePool, Scheduler
+from .execute import run_batch
+from .ordering import OrderedRelease
+from .queues import Entry, PriorityQueue
+
+log = logging.getLogger("openinfer.scheduling")
+
+
+@dataclass(slots=True)
+class BatchPlan:
+    """What the queue's head allows right now."""
+
+    count: int = 0  # requests the batch can take
+    size: int = 0  # their summed batch dimension
+    preferred_count: int = 0  # requests up to the largest preferred size reached (0 = none)
+    oldest_ns: int = 0  # enqueue time of the oldest of them
+    full: bool = False  # the next request cannot join (size limit or shape mismatch)
+
+
+def batch_limits(model_name: str, max_batch_size: int, preferred: list[int]) -> tuple[list[int], int]:
+    """Validated preferred sizes (sorted) and the largest batch the batcher forms."""
+    for size in preferred:
+        if size <= 0:
+            raise InvalidArgumentError(
+                f"dynamic batching preferred size must be positive for {model_name}"
+            )
+        if max_batch_size > 0 and size > max_batch_size:
+            raise InvalidArgumentError(
+                f"dynamic batching preferred size must be <= max batch size for {model_name}"
+            )
+    sizes = sorted(set(preferred)) if max_batch_size > 0 else []
+    limit = sizes[-1] if sizes else max(max_batch_size, 1)
+    return sizes, limit
+
+
+def equal_shape_inputs(config: mc.ModelConfig) -> frozenset[str]:
+    """Inputs whose shapes must match inside a batch: variable-size and not ragged."""
+    return frozenset(
+        t.name
+        for t in config.input
+        if t.is_shape_tensor or (not t.allow_ragged_batch and any(d == -1 for d in t.dims))
+    )
+
+
+class BatchShape:
+    """Decides whether a request may join a batch started by another one."""
+
+    def __init__(self, config: mc.ModelConfig) -> None:
+        self.equal = equal_shape_inputs(config)
+        self.has_optional = any(t.optional for t in config.input)
+
+    def compatible(self, first: InferRequest, other: InferRequest) -> bool:
+        if self.has_optional and {t.name for t in first.inputs} != {t.name for t in other.inputs}:
+            return False
+        for name in self.equal:
+            a, b = first.input(name), other.input(name)
+            if a is None or b is None:
+                if a is not b:
+                    return False
+                continue
+            if a.shape[1:] != b.shape[1:]:
+                return False
+        return True
+
+
+def plan_batch(entries, limit: int, preferred: list[int], shape: BatchShape) -> BatchPlan:
+    """Walk the queue head in batch order and see how large a batch it allows."""
+    plan = BatchPlan()
+    first: InferRequest | None = None
+    for entry in entries:
+        if plan.count:
+            if plan.size + entry.size > limit or not shape.compatible(first, entry.request):  # type: ignore[arg-type]
+                plan.full = True
+                break
+        else:
+            first = entry.request
+            plan.oldest_ns = entry.enqueued_ns
+        plan.count += 1
+        plan.size += entry.size
+        plan.oldest_ns = min(plan.oldest_ns, entry.enqueued_ns)
+        index = bisect.bisect_left(preferred, plan.size)
+        if index < len(preferred) and preferred[index] == plan.size:
+            plan.preferred_count = plan.count
+        if plan.size >= limit:
+            plan.full = True
+            break
+    return plan
+
+
+class DynamicBatcher(Scheduler):
+    """Queues requests by priority and sends them to free instances in batches."""
+
+    def __init__(self, config: mc.ModelConfig, pool: InstancePool, stats: ModelStats) -> None:
+        settings = config.dynamic_batching
+        self.model_name = config.name
+        self.pool = pool
+        self.stats = stats
+        self.preferred, self.limit = batch_limits(
+            config.name, config.max_batch_size, list(settings.preferred_batch_size)
+        )
+        self.delay_ns = int(settings.max_queue_delay_microseconds) * 1000
+        self.shape = BatchShape(config)
+        self.queue = PriorityQueue(config.name, settings, self._wake_up)
+        self.ordering = OrderedRelease() if settings.preserve_ordering else None
+        self._arrived = asyncio.Event()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._stopped = False
+
+    # ---------------------------------------------------------------- intake
+    async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
+        if self._stopped:
+            sender.fail(UnavailableError(f"model '{self.model_name}' is not accepting requests"))
+            return
+        try:
+            self.queue.push(Entry(request, sender))
+        except UnavailableError as exc:
+            sender.fail(exc)
+            return
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._batch_loop(), name=f"batcher:{self.model_name}")
+        self._arrived.set()
+
+    def _wake_up(self) -> None:
+        self._arrived.set()
+
+    # ---------------------------------------------------------------- batching
+    async def _batch_loop(self) -> None:
+        while True:
+            instance = self.pool.try_acquire() or await self.pool.acquire()
+            try:
+                entries = await self._next_batch()
+            except BaseException:
+                self.pool.release(instance)
+                raise
+            task = asyncio.create_task(self._execute(instance, entries))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    async def _next_batch(self) -> list[Entry]:
+        while True:
+            if not self.queue:
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
+            plan = plan_batch(self.queue, self.limit, self.preferred, self.shape)
+            waited = time.perf_counter_ns() - plan.oldest_ns
+            expired = self.delay_ns > 0 and waited >= self.delay_ns
+            if plan.preferred_count and not expired:
+                return self.queue.pop_front(plan.preferred_count)
+            if self.delay_ns == 0 or expired or plan.full:
+                return self.queue.pop_front(plan.count)
+            self._arrived.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._arrived.wait(), (self.delay_ns - waited) / 1e9)
+
+    async def _execute(self, instance: ModelInstance, entries: list[Entry]) -> None:
+        senders = [e.sender for e in entries]
+        if self.ordering is not None:
+            senders = self.ordering.wrap(senders)
+        try:
+            await run_batch(instance, [e.request for e in entries], senders, self.stats, self.model_name)
+        finally:
+            self.pool.release(instance)
+
+    # ---------------------------------------------------------------- shutdown
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        error = UnavailableError(f"model '{self.model_name}' was unloaded before the request ran")
+        for entry in self.queue.drain():
+            entry.sender.fail(error)

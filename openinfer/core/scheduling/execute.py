@@ -1,0 +1,52 @@
+"""Running one batch on one instance: the step every scheduler ends with.
+
+Kept in one place so the rules hold for all of them: the queue time of each request is
+recorded when its batch starts, a failing `execute` fails every request of the batch (N in,
+N answered), and the statistics count one execution per batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..backend import ModelInstance
+from ..errors import InternalError, OpenInferError
+from ..responses import ResponseSender
+from ..stats import ModelStats
+from ..trace import record_compute
+from ..types import InferRequest
+
+
+async def run_batch(
+    instance: ModelInstance,
+    requests: Sequence[InferRequest],
+    senders: Sequence[ResponseSender],
+    stats: ModelStats,
+    model_name: str,
+) -> bool:
+    """Execute `requests` as one batch; False (and every sender failed) if `execute` raised."""
+    started = time.perf_counter_ns()
+    size = 0
+    for request in requests:
+        request.flags["queue_ns"] = started - request.arrival_ns
+        size += max(request.batch_size, 1)
+    try:
+        timing = await instance.execute(list(requests), list(senders))
+    except OpenInferError as exc:
+        for sender in senders:
+            sender.fail(exc)
+        return False
+    except Exception as exc:  # a backend bug must not escape as a bare exception
+        error = InternalError(f"model '{model_name}' failed: {exc}")
+        for sender in senders:
+            sender.fail(error)
+        return False
+    stats.record_execution(size, len(requests), timing)
+    record_compute(requests, started, timing)  # trace timestamps of sampled requests
+    return True
+
+
+def request_label(request: InferRequest) -> str:
+    """Triton's prefix for scheduler errors: `[request id: <id>] `."""
+    return f"[request id: {request.id or '<id_unknown>'}] "
