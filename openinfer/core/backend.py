@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._proto import model_config_pb2 as mc
 from .responses import ResponseSender
-from .stats import ExecutionTiming
+from .stats import ExecutionTiming, ModelStats
 from .types import InferRequest
 
 if TYPE_CHECKING:
@@ -36,6 +36,8 @@ class ModelContext:
     #: `--backend-config <backend>,<key>=<value>` entries for this backend.
     backend_config: Mapping[str, str] = field(default_factory=dict)
     auto_complete: bool = True
+    #: The version's statistics, for backends that batch inside and record their own executions.
+    stats: ModelStats | None = None
 
     @property
     def decoupled(self) -> bool:
@@ -64,8 +66,11 @@ class ModelInstance(abc.ABC):
     @abc.abstractmethod
     async def execute(
         self, requests: list[InferRequest], senders: list[ResponseSender]
-    ) -> ExecutionTiming:
-        """Run a batch; answer every request through its sender before or after returning."""
+    ) -> ExecutionTiming | None:
+        """Run a batch; answer every request through its sender before or after returning.
+
+        Return None when the instance records executions itself in `ModelContext.stats`
+        (an engine that batches requests across calls)."""
 
     async def stop(self) -> None:
         """Release the instance (finalize the model, end its process)."""

@@ -52,6 +52,7 @@ class LoadedModel:
         self.max_batch_size = ctx.config.max_batch_size
         self.decoupled = ctx.config.model_transaction_policy.decoupled
         self.stats = ModelStats(ctx.name, str(ctx.version))
+        ctx.stats = self.stats
         self.instances: list[ModelInstance] = []
         self.scheduler = None  # set by the repository once instances exist
         self.inputs: dict[str, TensorSpec] = {}

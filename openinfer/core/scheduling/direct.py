@@ -31,6 +31,8 @@ class DirectScheduler(Scheduler):
             return
         finally:
             self.pool.release(instance)
+        if timing is None:  # the backend records its own executions (LLM engines batch inside)
+            return
         self.stats.record_execution(request.batch_size, 1, timing)
         if request.trace is not None:
             request.trace.compute(started, timing)
