@@ -41,7 +41,11 @@ WITH (
 QUERY = "SELECT t.id, t.name, scorer(t.features) AS score FROM src AS t"
 
 
-def run(endpoint: str, modes: list[str], rows: int) -> dict[str, Any]:
+def run(
+    endpoint: str, modes: list[str], rows: int, arrow_batch: int = 5, blackhole: bool = False
+) -> dict[str, Any]:
+    """Run the query once per mode; with `blackhole` the rows go to a blackhole sink instead of
+    being collected through py4j (which would be the bottleneck of a throughput run)."""
     from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 
     from openinfer.integrations.flink import ml_predict, register_triton_models
@@ -51,7 +55,7 @@ def run(endpoint: str, modes: list[str], rows: int) -> dict[str, Any]:
     config = t_env.get_config()
     config.set("parallelism.default", "1")
     config.set("python.executable", sys.executable)
-    config.set("python.fn-execution.arrow.batch.size", "5")
+    config.set("python.fn-execution.arrow.batch.size", str(arrow_batch))
     config.set("table.exec.async-scalar.max-concurrent-operations", "16")
     data = ROWS if rows <= len(ROWS) else [
         (i, [float(i % 97), 0.5, 1.0], f"row-{i}") for i in range(1, rows + 1)
@@ -68,14 +72,22 @@ def run(endpoint: str, modes: list[str], rows: int) -> dict[str, Any]:
     )
     t_env.create_temporary_view("src", source)
     t_env.execute_sql(DDL.format(endpoint=endpoint))
+    t_env.execute_sql(
+        "CREATE TEMPORARY TABLE sink (id INT, name STRING, score FLOAT) "
+        "WITH ('connector' = 'blackhole')"
+    )
     result: dict[str, Any] = {"setup_s": time.monotonic() - started, "modes": {}}
     for mode in modes:
         register_triton_models(t_env, mode=mode)
         began = time.monotonic()
-        with t_env.execute_sql(QUERY).collect() as rows_out:
-            got = [[r[0], r[1], r[2]] for r in rows_out]
+        if blackhole:
+            t_env.execute_sql("INSERT INTO sink " + QUERY).wait()
+            got = []
+        else:
+            with t_env.execute_sql(QUERY).collect() as rows_out:
+                got = [[r[0], r[1], r[2]] for r in rows_out]
         result["modes"][mode] = {"rows": got, "seconds": time.monotonic() - began}
-    if rows <= len(ROWS):
+    if rows <= len(ROWS) and not blackhole:
         began = time.monotonic()
         table = ml_predict(t_env, t_env.from_path("src"), "scorer")
         with table.execute().collect() as rows_out:
@@ -92,8 +104,11 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--modes", default="async,pandas")
     parser.add_argument("--rows", type=int, default=len(ROWS))
+    parser.add_argument("--arrow-batch-size", type=int, default=5)
+    parser.add_argument("--blackhole", action="store_true", help="sink rows, do not collect")
     args = parser.parse_args()
-    result = run(args.endpoint, args.modes.split(","), args.rows)
+    modes = args.modes.split(",")
+    result = run(args.endpoint, modes, args.rows, args.arrow_batch_size, args.blackhole)
     with open(args.out, "w", encoding="utf-8") as out:
         json.dump(result, out)
     return 0
