@@ -78,6 +78,9 @@ def serve_parser() -> argparse.ArgumentParser:
     _flag_bool(p, "--log-error", True, "log errors")
     p.add_argument("--log-format", choices=["default", "ISO8601"], default="default")
     p.add_argument("--log-file", default="")
+    from .frontends.openai.options import add_flags as add_openai_flags
+
+    add_openai_flags(p)
     return p
 
 

@@ -15,6 +15,7 @@ log = logging.getLogger("openinfer.extensions")
 #: module paths whose `EXTENSION` attribute is loaded, in order.
 EXTENSION_MODULES: list[str] = [
     "openinfer.core.cache",  # --cache-config: the response cache
+    "openinfer.frontends.openai",  # --openai-port: the OpenAI API; /v2/models/{m}/generate[_stream]
 ]
 
 

@@ -1,0 +1,71 @@
+"""What every endpoint shares: the core server, the model catalog, tokenizers and the options."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...core.server import InferenceServer
+from .catalog import ModelCatalog, ModelInfo
+from .errors import internal
+from .options import OpenAIOptions
+from .tokenizer import TokenizerCache, tokenizer_dir
+from .tool_parsers import ToolParser, get_parser
+
+
+@dataclass
+class FrontendContext:
+    server: InferenceServer
+    options: OpenAIOptions
+    catalog: ModelCatalog
+    tokenizers: TokenizerCache
+    chat_template: str | None = None
+
+    @classmethod
+    def create(cls, server: InferenceServer, options: OpenAIOptions) -> FrontendContext:
+        template = Path(options.chat_template).read_text() if options.chat_template else None
+        catalog = ModelCatalog(server, lora_separator=options.lora_separator, backend=options.backend)
+        return cls(server, options, catalog, TokenizerCache(), template)
+
+    def tool_parser(self) -> ToolParser | None:
+        return get_parser(self.options.tool_call_parser) if self.options.tool_call_parser else None
+
+    def tokenizer_path(self, info: ModelInfo) -> str | None:
+        if self.options.tokenizer:
+            return self.options.tokenizer
+        found = tokenizer_dir(info.source_dir)
+        return str(found) if found is not None else None
+
+    async def tokenizer(self, info: ModelInfo, *, required: bool = True) -> Any:
+        path = self.tokenizer_path(info)
+        if path is None:
+            if not required:
+                return None
+            raise internal(
+                f"Unknown tokenizer: start the server with --tokenizer, or put the tokenizer files "
+                f"next to model '{info.name}' (see INTERFACE.md)"
+            )
+        return await self.tokenizers.get(path)
+
+
+def request_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def usage(prompt: int | None, completion: int | None) -> dict[str, int] | None:
+    if prompt is None or completion is None:
+        return None
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def count_tokens(tokenizer: Any, text: str) -> int | None:
+    if tokenizer is None:
+        return None
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -1,0 +1,111 @@
+"""Plugs the OpenAI frontend (and the KServe `generate` routes) into `openinfer serve`.
+
+`configure` validates the flags before anything starts (bad flags end the process with Triton's
+messages); `start` serves the FastAPI app on `--openai-port` in the server's own event loop;
+`http_hook` adds `/v2/models/{m}/generate[_stream]` to the KServe HTTP app.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import Any
+
+from ...core.server import InferenceServer
+from .options import OpenAIOptions
+
+log = logging.getLogger("openinfer.openai")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class OpenAIExtension:
+    def __init__(self) -> None:
+        self.options: OpenAIOptions | None = None
+
+    def configure(self, server: InferenceServer, args: argparse.Namespace) -> None:
+        if getattr(args, "openai_port", None) is None:
+            return
+        if args.http_max_input_size <= 0:
+            raise SystemExit(f"[ERROR] --http-max-input-size: value must be greater than 0, got {args.http_max_input_size}")
+        if args.chat_template:
+            try:
+                open(args.chat_template).close()
+            except OSError as exc:
+                raise SystemExit(f"[ERROR] Failed to initialize FastAPI frontend: cannot read --chat-template: {exc}") from None
+        try:
+            self.options = OpenAIOptions.from_args(args)
+        except ValueError as exc:
+            raise SystemExit(f"[ERROR] Failed to initialize FastAPI frontend: {exc}") from None
+        if not args.enable_kserve_frontends:
+            args.allow_http = args.allow_grpc = args.allow_metrics = False
+        options = self.options
+        _say(f"[WARNING] Adding CORS for the following origins: {options.allowed_origins}")
+        if options.access.rules:
+            summary = {api: rule.key for api, rule in options.access.rules.items()}
+            _say(f"[INFO] API restrictions enabled. Restricted API endpoints: {summary}")
+        if options.api_keys:
+            _say(f"[INFO] API key authentication enabled for /v1 ({len(options.api_keys)} key(s))")
+        _say(f"[INFO] HTTP request size limit set to {options.max_input_size} bytes")
+        if options.tool_call_parser:
+            _say(f"[INFO] Streaming tool-call parse buffer limit set to {options.max_tool_call_parse_bytes} bytes")
+
+    def http_hook(self, app: Any) -> None:
+        from ..http.generate import install
+
+        install(app)
+
+    async def start(self, server: InferenceServer, args: argparse.Namespace) -> dict[str, list]:
+        if self.options is None:
+            return {}
+        import uvicorn
+
+        from .app import build_app
+        from .context import FrontendContext
+
+        options = self.options
+        ctx = FrontendContext.create(server, options)
+        for info in ctx.catalog.loaded():
+            if ctx.tokenizer_path(info) is not None and info.kind != "other":
+                asyncio.ensure_future(_warm_tokenizer(ctx, info))
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):  # type: ignore[override]  # shutdown order is the runner's
+                yield
+
+        host = options.address.strip("[]")
+        config = uvicorn.Config(
+            build_app(ctx),
+            host=host,
+            port=options.port,
+            loop="none",
+            http="httptools",
+            lifespan="off",
+            access_log=options.log_level in ("debug", "trace"),
+            log_level=options.log_level,
+            timeout_keep_alive=5,
+        )
+        uv = Server(config)
+
+        async def serve() -> None:
+            task = asyncio.ensure_future(uv.serve())
+            while not uv.started and not task.done():
+                await asyncio.sleep(0.02)
+            if uv.started:
+                _say(f"Started OpenAI-compatible frontend at {host}:{options.port}")
+            await task
+
+        return {"uvicorn": [uv], "tasks": [asyncio.ensure_future(serve())]}
+
+
+async def _warm_tokenizer(ctx: Any, info: Any) -> None:
+    try:
+        await ctx.tokenizer(info)
+    except Exception as exc:  # reported again, to the client, on first use
+        log.warning("tokenizer for model '%s' not loaded: %s", info.name, exc)

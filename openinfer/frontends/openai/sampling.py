@@ -1,0 +1,103 @@
+"""Request fields -> the `sampling_parameters` JSON of INTERFACE.md (vLLM `SamplingParams` names).
+
+Unset fields fall back to the model's `generation_config.json` (as vLLM's `--generation-config
+auto`), then are left out so the backend applies its own defaults. Guided decoding keys come from
+`response_format`, forced tool choices and the vLLM `guided_*` extensions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .catalog import ModelInfo
+from .errors import invalid
+from .protocol import SamplingFields
+
+_PASS_THROUGH = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+    "min_tokens",
+    "ignore_eos",
+    "stop_token_ids",
+    "include_stop_str_in_output",
+    "skip_special_tokens",
+)
+
+
+def stop_list(stop: str | list[str] | None) -> list[str]:
+    if stop is None:
+        return []
+    return [stop] if isinstance(stop, str) else [s for s in stop if s]
+
+
+def guided_from_request(request: SamplingFields) -> dict[str, Any]:
+    """`response_format` and the `guided_*` extensions as guided-decoding keys."""
+    guided: dict[str, Any] = {}
+    fmt = request.response_format
+    if fmt is not None and fmt.type == "json_object":
+        guided["guided_json"] = {"type": "object"}
+    elif fmt is not None and fmt.type == "json_schema":
+        schema = fmt.json_schema.json_schema if fmt.json_schema is not None else None
+        if not isinstance(schema, dict):
+            raise invalid("response_format json_schema requires a 'schema' object", "response_format")
+        guided["guided_json"] = schema
+    if request.guided_json is not None:
+        value = request.guided_json
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise invalid("guided_json must be a JSON schema", "guided_json") from None
+        guided["guided_json"] = value
+    if request.guided_regex is not None:
+        guided["guided_regex"] = request.guided_regex
+    if request.guided_choice is not None:
+        guided["guided_choice"] = list(request.guided_choice)
+    if request.guided_grammar is not None:
+        guided["guided_grammar"] = request.guided_grammar
+    if len(guided) > 1:
+        raise invalid("only one kind of guided decoding may be requested at a time", "response_format")
+    return guided
+
+
+def build_sampling(
+    request: SamplingFields,
+    info: ModelInfo,
+    *,
+    max_tokens: int | None,
+    default_max_tokens: int | None,
+    lora: str | None,
+    logprobs: int | None = None,
+    guided: dict[str, Any] | None = None,
+    seed_offset: int = 0,
+) -> dict[str, Any]:
+    defaults = info.generation_defaults
+    params: dict[str, Any] = {}
+    for key in _PASS_THROUGH:
+        value = getattr(request, key)
+        if value is None:
+            value = defaults.get(key)
+        if value is not None:
+            params[key] = value
+    limit = max_tokens if max_tokens is not None else default_max_tokens
+    if limit is None:
+        limit = defaults.get("max_tokens")
+    if limit is not None:
+        params["max_tokens"] = int(limit)
+    stops = stop_list(request.stop)
+    if stops:
+        params["stop"] = stops
+    if request.seed is not None:
+        params["seed"] = request.seed + seed_offset
+    if logprobs is not None:
+        params["logprobs"] = logprobs
+    if lora is not None:
+        params["lora_name"] = lora
+    params.update(guided or {})
+    return params

@@ -1,0 +1,116 @@
+"""Tokenizers and chat templates: transformers' `AutoTokenizer` and `apply_chat_template`.
+
+A tokenizer is found from `--tokenizer`, or from the model's own directory (see INTERFACE.md);
+each is loaded once, in a worker thread, and shared by every model that names the same path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from .errors import internal, invalid
+
+log = logging.getLogger("openinfer.openai")
+
+_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return path.is_dir() and any((path / name).is_file() for name in _TOKENIZER_FILES)
+
+
+def _resolve(value: str, base: Path) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else (base / path)
+
+
+def model_source_dir(version_dir: Path, model_dir: Path, parameters: dict[str, str]) -> Path | None:
+    """Where a model's weights, tokenizer and generation_config.json live, if we can tell."""
+    explicit = parameters.get("tokenizer") or parameters.get("model")
+    if explicit:
+        path = _resolve(explicit, version_dir)
+        if path.is_dir():
+            return path
+    engine = version_dir / "model.json"
+    if engine.is_file():
+        try:
+            doc = json.loads(engine.read_text())
+        except (OSError, ValueError):
+            doc = {}
+        for key in ("tokenizer", "model"):
+            value = doc.get(key) if isinstance(doc, dict) else None
+            if isinstance(value, str) and _resolve(value, version_dir).is_dir():
+                return _resolve(value, version_dir)
+    for candidate in (version_dir, model_dir):
+        if _has_tokenizer(candidate) or (candidate / "config.json").is_file():
+            return candidate
+    return None
+
+
+def tokenizer_dir(source: Path | None) -> Path | None:
+    return source if source is not None and _has_tokenizer(source) else None
+
+
+class TokenizerCache:
+    """Loads each tokenizer path once; concurrent first uses wait for the same load."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, Any] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def get(self, path: str) -> Any:
+        tokenizer = self._loaded.get(path)
+        if tokenizer is not None:
+            return tokenizer
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            tokenizer = self._loaded.get(path)
+            if tokenizer is None:
+                tokenizer = await asyncio.to_thread(_load, path)
+                self._loaded[path] = tokenizer
+        return tokenizer
+
+
+def _load(path: str) -> Any:
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - transformers is an install requirement
+        raise internal(f"Unknown tokenizer: transformers is not installed ({exc})") from exc
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except Exception as exc:  # any loader failure is a configuration problem
+        raise internal(f"Unknown tokenizer: cannot load '{path}': {exc}") from exc
+
+
+def render_chat(
+    tokenizer: Any,
+    conversation: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    continue_final_message: bool,
+    template: str | None,
+    kwargs: dict[str, Any] | None,
+) -> str:
+    """The prompt text for a conversation; template errors are the client's or the operator's."""
+    try:
+        return tokenizer.apply_chat_template(
+            conversation,
+            tools=tools,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            continue_final_message=continue_final_message,
+            chat_template=template,
+            **(kwargs or {}),
+        )
+    except Exception as exc:
+        message = str(exc)
+        if type(exc).__name__ == "TemplateError" or "TemplateError" in type(exc).__mro__.__repr__():
+            raise invalid(f"chat template error: {message}") from exc
+        if "chat template" in message.lower() or "chat_template" in message.lower():
+            raise internal(message) from exc
+        raise invalid(f"cannot render the chat template: {message}") from exc

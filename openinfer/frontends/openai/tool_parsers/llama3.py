@@ -1,0 +1,108 @@
+"""Llama 3.1/3.2/3.3 JSON tool calls: `<|python_tag|>{"name": f, "parameters": {...}}; {...}`.
+
+An output is a tool call when it starts with `<|python_tag|>` or `{` (leading whitespace allowed);
+several calls are separated by `;`. `"arguments"` is accepted in place of `"parameters"`.
+Anything that does not parse stays plain content.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser, openai_call_id
+from .scanner import CallStreamer
+
+BOT = "<|python_tag|>"
+
+
+def _decode_calls(text: str) -> list[dict] | None:
+    decoder = json.JSONDecoder()
+    calls, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n;":
+            pos += 1
+        if pos >= len(text):
+            return calls
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return None
+        calls.append(obj)
+
+
+class Llama3Parser(ToolParser):
+    name = "llama3"
+
+    def parse(self, text: str) -> ParsedOutput:
+        body = text.lstrip()
+        if body.startswith(BOT):
+            body = body[len(BOT) :]
+        elif not body.startswith("{"):
+            return ParsedOutput(text)
+        objects = _decode_calls(body)
+        if not objects:
+            return ParsedOutput(text)
+        calls = []
+        for obj in objects:
+            args = obj.get("parameters", obj.get("arguments", {}))
+            arguments = args if isinstance(args, str) else json.dumps(args)
+            calls.append(ToolCall(openai_call_id(), obj["name"], arguments))
+        return ParsedOutput(None, calls)
+
+    def stream(self) -> StreamParser:
+        return Llama3Stream()
+
+
+class Llama3Stream(StreamParser):
+    def __init__(self) -> None:
+        self._held = ""
+        self._mode = "undecided"  # undecided | text | tool
+        self._calls = CallStreamer(openai_call_id)
+        self._tool_text = ""
+
+    @property
+    def called(self) -> bool:
+        return bool(self._calls.calls)
+
+    def feed(self, text: str) -> StreamDelta:
+        if self._mode == "text":
+            return StreamDelta(content=text)
+        if self._mode == "tool":
+            return self._tool(text)
+        self._held += text
+        head = self._held.lstrip()
+        if not head or BOT.startswith(head):
+            return StreamDelta()
+        if head.startswith(BOT):
+            self._mode = "tool"
+            held, self._held = head[len(BOT) :], ""
+            return self._tool(held)
+        if head.startswith("{"):
+            self._mode = "tool"
+            held, self._held = self._held, ""
+            return self._tool(held)
+        self._mode = "text"
+        held, self._held = self._held, ""
+        return StreamDelta(content=held)
+
+    def _tool(self, text: str) -> StreamDelta:
+        self._tool_text += text
+        delta = self._calls.feed(text)
+        if self._calls.rejected and not self._calls.calls:
+            self._mode = "text"
+            return StreamDelta(content=self._tool_text)
+        return delta
+
+    def finish(self) -> StreamDelta:
+        if self._mode == "undecided":
+            held, self._held = self._held, ""
+            return StreamDelta(content=held)
+        if self._mode == "tool":
+            delta = self._calls.finish()
+            if not self._calls.calls:  # never became a call: it was text after all
+                self._mode = "text"
+                return StreamDelta(content=self._tool_text)
+            return delta
+        return StreamDelta()
