@@ -1,0 +1,165 @@
+"""Triton's generate extension: `POST /v2/models/{m}[/versions/{v}]/generate[_stream]`.
+
+A JSON object in; top-level keys naming model inputs become tensors, and so do `parameters`
+entries naming inputs (Triton's vLLM docs send `{"parameters": {"stream": false}}`); every other
+key is a request parameter. Out comes one JSON object per response: `model_name`,
+`model_version`, `id` when given, and each output by name (one element -> a scalar). The stream
+variant answers in server-sent events; an error mid-stream is an `{"error": ...}` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+from ...core.errors import InvalidArgumentError, OpenInferError
+from ...core.types import InferRequest, InferResponse
+from ..openai.tensors import json_value, make_tensor
+from .app import HttpApp, HttpRequest, HttpResponse, json_response
+
+log = logging.getLogger("openinfer.http")
+
+_MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
+
+
+def _scalar_parameter(value: Any) -> bool | int | float | str:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    return json.dumps(value)
+
+
+def to_request(server: Any, name: str, version: str, body: bytes, stream: bool) -> InferRequest:
+    if not body.strip():
+        raise InvalidArgumentError("generate request body must be a JSON object")
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"failed to parse the request JSON buffer: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidArgumentError("generate request body must be a JSON object")
+    model = server.model(name, version)
+    batched = model.max_batch_size > 0
+    request = InferRequest(model_name=name, model_version=version, id=str(doc.pop("id", "") or ""))
+    parameters = doc.pop("parameters", None) or {}
+    if not isinstance(parameters, dict):
+        raise InvalidArgumentError("generate request 'parameters' must be a JSON object")
+    values: dict[str, Any] = {}
+    for key, value in doc.items():
+        if key in model.inputs:
+            values[key] = value
+        else:
+            request.parameters[key] = _scalar_parameter(value)
+    for key, value in parameters.items():
+        if key in model.inputs and key not in values:
+            values[key] = value
+        else:
+            request.parameters[key] = _scalar_parameter(value)
+    if stream and "stream" in model.inputs and "stream" not in values:
+        values["stream"] = True
+    for key, value in values.items():
+        spec = model.inputs[key]
+        request.inputs.append(make_tensor(key, spec.datatype, spec.dims, batched, value))
+    return request
+
+
+def to_json(response: InferResponse, request_id: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"model_name": response.model_name, "model_version": response.model_version}
+    if request_id:
+        out["id"] = request_id
+    for tensor in response.outputs:
+        if tensor.data is not None:
+            out[tensor.name] = json_value(tensor.data)
+    return out
+
+
+def _has_data(response: InferResponse) -> bool:
+    return bool(response.outputs)
+
+
+def install(app: HttpApp) -> None:
+    server = app.server
+
+    def args(req: HttpRequest) -> tuple[str, str]:
+        assert req.match is not None
+        return unquote(req.match.group(1)), req.match.group(2) or ""
+
+    async def generate(req: HttpRequest) -> HttpResponse:
+        name, version = args(req)
+        request = to_request(server, name, version, req.body, stream=False)
+        answers = []
+        async for response in server.infer_stream(request):
+            if response.error is not None:
+                raise response.error
+            if _has_data(response):
+                answers.append(response)
+        if len(answers) != 1:
+            raise InvalidArgumentError(
+                f"generate expects exactly one response from model '{name}', got {len(answers)}; "
+                "use generate_stream for models that send several"
+            )
+        return json_response(to_json(answers[0], request.id))
+
+    async def generate_stream(req: HttpRequest) -> HttpResponse:
+        name, version = args(req)
+        request = to_request(server, name, version, req.body, stream=True)
+        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
+        if "stream" in HttpResponse.__dataclass_fields__:
+            return HttpResponse(200, b"", headers, stream=_sse(server, request))  # type: ignore[call-arg]
+        body = b"".join([chunk async for chunk in _events(server, request)])  # an app without streaming
+        return HttpResponse(200, body, headers)
+
+    app.add_route(_MODEL + r"/generate", "POST", "inference", generate)
+    app.add_route(_MODEL + r"/generate_stream", "POST", "inference", generate_stream)
+
+
+async def _events(server: Any, request: InferRequest) -> AsyncIterator[bytes]:
+    try:
+        async for response in server.infer_stream(request):
+            if response.error is not None:
+                raise response.error
+            if _has_data(response):
+                yield b"data: " + orjson.dumps(to_json(response, request.id)) + b"\n\n"
+    except OpenInferError as exc:
+        yield b"data: " + orjson.dumps({"error": exc.message}) + b"\n\n"
+
+
+def _sse(server: Any, request: InferRequest) -> Callable:
+    """An ASGI responder that streams events and stops the model when the client leaves."""
+
+    async def respond(receive: Callable, send: Callable) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")],
+            }
+        )
+
+        async def pump() -> None:
+            stream = _events(server, request)
+            try:
+                async for chunk in stream:
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            finally:
+                await stream.aclose()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        sender = asyncio.ensure_future(pump())
+        watcher = asyncio.ensure_future(watch())
+        await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (sender, watcher):
+            task.cancel()
+        await asyncio.gather(sender, watcher, return_exceptions=True)
+        if sender.done() and not sender.cancelled() and sender.exception() is None:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return respond
