@@ -246,7 +246,7 @@ def write_llm_model(
     directory = repo / name
     version = directory / "1"
     version.mkdir(parents=True, exist_ok=True)
-    policy = "model_transaction_policy { decoupled: true }\n" if decoupled else ""
+    policy = f"model_transaction_policy {{ decoupled: {'true' if decoupled else 'false'} }}\n"
     (directory / "config.pbtxt").write_text(
         f'backend: "{backend}"\n{policy}' + textwrap.dedent(config_extra)
     )

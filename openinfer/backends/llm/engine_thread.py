@@ -1,0 +1,128 @@
+"""The thread an engine computes in, and the way its results reach the event loop.
+
+Model code never runs on the event loop. An engine owns one thread; requests are handed to
+it through a locked queue, and everything it produces in one step (responses, failures,
+execution records for the statistics) goes back to the loop in one `call_soon_threadsafe`,
+where senders and counters are touched (neither is thread-safe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...core.errors import UnavailableError
+from ...core.responses import ResponseSender
+from ...core.stats import ExecutionTiming, ModelStats
+from ...core.types import InferResponse
+
+log = logging.getLogger("openinfer.llm")
+
+
+@dataclass
+class Outbox:
+    """What one engine step hands back to the loop."""
+
+    sends: list[tuple[ResponseSender, InferResponse | None, bool]] = field(default_factory=list)
+    failures: list[tuple[ResponseSender, Exception]] = field(default_factory=list)
+    executions: list[tuple[int, ExecutionTiming]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.sends or self.failures or self.executions)
+
+
+class EngineThread:
+    """Base: a daemon thread running `step()` while there is work; subclasses compute."""
+
+    def __init__(self, name: str, loop: asyncio.AbstractEventLoop, stats: ModelStats | None) -> None:
+        self.name = name
+        self.loop = loop
+        self.stats = stats
+        self._cv = threading.Condition()
+        self._incoming: list[Any] = []
+        self._stopping = False
+        self._thread = threading.Thread(target=self._main, name=f"openinfer-{name}", daemon=True)
+        self.on_step: Callable[[Outbox], None] | None = None  # test hook, called on the loop
+
+    # ------------------------------------------------------------------ loop side
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, item: Any) -> None:
+        with self._cv:
+            if self._stopping:
+                raise UnavailableError(f"model '{self.name}' is unloading")
+            self._incoming.append(item)
+            self._cv.notify()
+
+    async def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def _deliver(self, outbox: Outbox) -> None:
+        for sender, error in outbox.failures:
+            sender.fail(error)
+        for sender, response, final in outbox.sends:
+            sender.send(response, final=final)
+        if self.stats is not None:
+            for batch_size, timing in outbox.executions:
+                self.stats.record_execution(batch_size, batch_size, timing)
+        if self.on_step is not None:
+            self.on_step(outbox)
+
+    # ---------------------------------------------------------------- thread side
+    def _take(self) -> list[Any] | None:
+        """New work; blocks while idle; None once stopping."""
+        with self._cv:
+            while not self._incoming and not self.busy() and not self._stopping:
+                self._cv.wait()
+            if self._stopping:
+                return None
+            items, self._incoming = self._incoming, []
+            return items
+
+    def _main(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                items = self._take()
+                if items is None:
+                    break
+                outbox = Outbox()
+                try:
+                    self.step(items, outbox)
+                except Exception as exc:  # an engine bug must fail requests, not hang them
+                    log.exception("engine step of model '%s' failed", self.name)
+                    self.fail_all(outbox, exc)
+                self.flush(outbox)
+        outbox = Outbox()
+        with self._cv:
+            leftover, self._incoming = self._incoming, []
+        self.fail_all(outbox, UnavailableError(f"model '{self.name}' is unloading"), leftover)
+        self.flush(outbox)
+
+    def flush(self, outbox: Outbox) -> None:
+        if not outbox:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._deliver, outbox)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
+
+    # ----------------------------------------------------------------- subclasses
+    def busy(self) -> bool:
+        """Work in progress that needs more steps without new input."""
+        return False
+
+    def step(self, items: list[Any], outbox: Outbox) -> None:
+        raise NotImplementedError
+
+    def fail_all(self, outbox: Outbox, error: Exception, extra: list[Any] = ()) -> None:  # type: ignore[assignment]
+        raise NotImplementedError

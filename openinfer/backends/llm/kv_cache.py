@@ -1,0 +1,71 @@
+"""The running batch's KV cache: join new sequences, drop finished ones, trim padding.
+
+Sequences of different lengths share one transformers `DynamicCache` by left padding: each
+row's keys/values end at the same column and an attention mask hides the padded columns
+(positions are passed per row, so RoPE sees each sequence's true positions). Padded columns
+are zeros we insert, never computed states, so no NaN from fully masked rows can leak in.
+Only full-attention `DynamicLayer` caches can be joined this way; `mergeable()` says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def mergeable(cache: Any) -> bool:
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _pad_left(tensor: torch.Tensor, length: int) -> torch.Tensor:
+    missing = length - tensor.shape[-2]
+    return tensor if missing == 0 else F.pad(tensor, (0, 0, missing, 0))
+
+
+def merge(
+    cache: Any | None, mask: torch.Tensor | None, new_cache: Any, new_mask: torch.Tensor
+) -> tuple[Any, torch.Tensor]:
+    """Append the rows of `new_cache` to `cache` (both left padded to a common length)."""
+    if cache is None or mask is None or mask.shape[0] == 0:
+        return new_cache, new_mask
+    length = max(mask.shape[1], new_mask.shape[1])
+    for old, new in zip(cache.layers, new_cache.layers):
+        old.keys = torch.cat([_pad_left(old.keys, length), _pad_left(new.keys, length)], dim=0)
+        old.values = torch.cat([_pad_left(old.values, length), _pad_left(new.values, length)], dim=0)
+    mask = torch.cat(
+        [F.pad(mask, (length - mask.shape[1], 0)), F.pad(new_mask, (length - new_mask.shape[1], 0))],
+        dim=0,
+    )
+    return cache, mask
+
+
+def select(cache: Any, mask: torch.Tensor, keep: list[int]) -> tuple[Any, torch.Tensor]:
+    """Keep only the rows in `keep`, then drop columns that are padding in every row."""
+    index = torch.tensor(keep, dtype=torch.long)
+    for layer in cache.layers:
+        layer.keys = layer.keys.index_select(0, index)
+        layer.values = layer.values.index_select(0, index)
+    mask = mask.index_select(0, index)
+    used = mask.any(dim=0).nonzero()
+    first = int(used[0]) if used.numel() else mask.shape[1]
+    if first > 0:
+        for layer in cache.layers:
+            layer.keys = layer.keys[:, :, first:, :]
+            layer.values = layer.values[:, :, first:, :]
+        mask = mask[:, first:]
+    return cache, mask
+
+
+def repeat(cache: Any, mask: torch.Tensor, times: int) -> tuple[Any, torch.Tensor]:
+    """n > 1: every sample of one prompt starts from the same prefill."""
+    if times == 1:
+        return cache, mask
+    for layer in cache.layers:
+        layer.keys = layer.keys.repeat_interleave(times, dim=0)
+        layer.values = layer.values.repeat_interleave(times, dim=0)
+    return cache, mask.repeat_interleave(times, dim=0)

@@ -1,0 +1,96 @@
+"""What an LLM model directory holds, in Triton's vLLM-backend layout.
+
+    <model>/config.pbtxt            backend: "transformers" | "vllm"
+    <model>/<version>/model.json    engine arguments; "model" names the weights
+    <model>/<version>/multi_lora.json   {"<lora name>": "<adapter dir>"} when "enable_lora"
+
+Paths in both files are absolute or relative to the version directory (then the model
+directory). A name that is not a local directory is passed on as is (a hub id resolves only
+from a local cache: nothing is downloaded here).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core.backend import ModelContext
+from ...core.errors import InvalidArgumentError
+
+ENGINE_ARGS_FILE = "model.json"
+MULTI_LORA_FILE = "multi_lora.json"
+
+
+@dataclass
+class ModelFiles:
+    model: str  # local directory (resolved) or an id for the local cache
+    tokenizer: str
+    engine_args: dict[str, Any]
+    loras: dict[str, str] = field(default_factory=dict)  # name -> adapter directory
+    lora_enabled: bool = False
+
+    @property
+    def local(self) -> Path | None:
+        path = Path(self.model)
+        return path if path.is_dir() else None
+
+    def read_json(self, name: str) -> dict[str, Any]:
+        """A JSON file of the model directory (generation_config.json, config.json), or {}."""
+        local = self.local
+        if local is None or not (local / name).is_file():
+            return {}
+        try:
+            value = json.loads((local / name).read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+def _resolve(value: str, ctx: ModelContext) -> str:
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return str(path)
+    for base in (ctx.version_dir, ctx.model_dir):
+        candidate = (base / path).resolve()
+        if candidate.exists():
+            return str(candidate)
+    return value
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
+def read_model_files(ctx: ModelContext) -> ModelFiles:
+    """Parse model.json and multi_lora.json with Triton's messages for what is missing."""
+    path = ctx.version_dir / ENGINE_ARGS_FILE
+    if not path.is_file():
+        raise InvalidArgumentError(
+            f"'{ENGINE_ARGS_FILE}' containing engine args must be provided in '{ctx.version_dir}'"
+        )
+    try:
+        args = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidArgumentError(f"invalid '{path}': {exc}") from None
+    if not isinstance(args, dict) or not isinstance(args.get("model"), str) or not args["model"]:
+        raise InvalidArgumentError(f"'{path}' must be a JSON object with a \"model\" string")
+    model = _resolve(args["model"], ctx)
+    tokenizer = _resolve(args["tokenizer"], ctx) if isinstance(args.get("tokenizer"), str) else model
+    files = ModelFiles(model=model, tokenizer=tokenizer, engine_args=args)
+    if _truthy(args.get("enable_lora", False)):
+        lora_path = ctx.version_dir / MULTI_LORA_FILE
+        if not lora_path.is_file():
+            raise InvalidArgumentError(f"Triton backend cannot find {lora_path}.")
+        try:
+            loras = json.loads(lora_path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InvalidArgumentError(f"invalid '{lora_path}': {exc}") from None
+        if not isinstance(loras, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in loras.items()
+        ):
+            raise InvalidArgumentError(f"'{lora_path}' must map LoRA names to adapter paths")
+        files.loras = {name: _resolve(value, ctx) for name, value in loras.items()}
+        files.lora_enabled = True
+    return files

@@ -1,0 +1,113 @@
+"""`backend: "transformers"`: Hugging Face models on the CPU behind Triton's vLLM interface.
+
+A model directory needs only `config.pbtxt` with the backend name and `1/model.json` naming
+the weights; inputs and outputs are auto-completed. `execute` parses and checks a request on
+the loop, hands it to the instance's engine thread and returns at once, so concurrent
+requests meet in the engine and are batched there (each forward pass is one execution in
+the model's statistics, with its real batch size).
+
+model.json keys read here: `model`, `tokenizer`, `dtype`, `max_model_len`, `max_num_seqs`,
+`cpu_threads`, `task`/`runner` ("embed" for encoders), `enable_lora`, `trust_remote_code`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
+from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
+from ...core.responses import ResponseSender
+from ...core.types import InferRequest
+from . import hf_model, interface
+from .embeddings import EmbeddingEngine, EmbedJob
+from .engine import BASE_ADAPTER, GenerationEngine, Group
+from .engine_thread import EngineThread
+from .model_files import ModelFiles, read_model_files
+from .sampling import load_parameters, parse_sampling
+
+log = logging.getLogger("openinfer.llm")
+
+
+def check_lora(name: str | None, files: ModelFiles, supported: list[str]) -> None:
+    """Triton's vLLM-backend messages for a LoRA the model does not have."""
+    if name is None:
+        return
+    if not files.lora_enabled:
+        raise InternalError("LoRA feature is not enabled.")
+    if name not in supported:
+        raise InternalError(f"LoRA {name} is not supported, we currently support {supported}")
+
+
+class TransformersInstance(ModelInstance):
+    def __init__(
+        self, ctx: ModelContext, spec: InstanceSpec, lm: hf_model.HFModel, files: ModelFiles
+    ) -> None:
+        self.ctx = ctx
+        self.spec = spec
+        self.lm = lm
+        self.files = files
+        loop = asyncio.get_running_loop()
+        seqs = int(files.engine_args.get("max_num_seqs", 16 if lm.task == interface.GENERATE else 32))
+        self.engine: EngineThread
+        if lm.task == interface.GENERATE:
+            self.engine = GenerationEngine(ctx.name, lm, loop, ctx.stats, max_num_seqs=seqs)
+        else:
+            self.engine = EmbeddingEngine(ctx.name, lm, loop, ctx.stats, max_num_seqs=seqs)
+        self.engine.start()
+
+    async def execute(self, requests: list[InferRequest], senders: list[ResponseSender]) -> None:
+        for request, sender in zip(requests, senders):
+            try:
+                self.engine.submit(self._job(request, sender))
+            except OpenInferError as exc:
+                sender.fail(exc)
+        return None  # the engine records one execution per forward pass
+
+    def _job(self, request: InferRequest, sender: ResponseSender) -> Group | EmbedJob:
+        task = interface.task_of(request)
+        if task != self.lm.task:
+            raise InvalidArgumentError(f"Model {self.ctx.name} does not support '{task}' request")
+        if task == interface.EMBED:
+            return EmbedJob(request.id, interface.parse_embed(request), sender)
+        inputs = interface.parse_generate(request)
+        if inputs.stream and not self.ctx.decoupled:
+            raise InvalidArgumentError(
+                f"model '{self.ctx.name}' is not decoupled: streaming needs "
+                "model_transaction_policy { decoupled: true }"
+            )
+        params = parse_sampling(load_parameters(inputs.parameters), self.lm.defaults)
+        check_lora(params.lora_name, self.files, self.lm.loras)
+        limit = getattr(self.engine, "max_num_seqs", 1)
+        if params.n > limit:
+            raise InvalidArgumentError(f"n must be at most max_num_seqs={limit}, got {params.n}.")
+        return Group(
+            request_id=request.id,
+            inputs=inputs,
+            params=params,
+            sender=sender,
+            cancelled=request.flags.get("cancelled"),
+            adapter=params.lora_name or BASE_ADAPTER,
+        )
+
+    async def stop(self) -> None:
+        await self.engine.stop()
+
+
+class TransformersBackend(Backend):
+    name = "transformers"
+
+    async def auto_complete(self, ctx: ModelContext) -> None:
+        task = hf_model.detect_task(read_model_files(ctx))
+        interface.auto_complete(ctx.config, force_decoupled=False, task=task)
+
+    async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
+        files = read_model_files(ctx)
+        loop = asyncio.get_running_loop()
+        lm = await loop.run_in_executor(None, hf_model.load, files, ctx.name)
+        log.info(
+            "model '%s' instance '%s': %s, %s, max_model_len %d%s",
+            ctx.name, spec.name, lm.task, type(lm.model).__name__, lm.max_model_len,
+            f", LoRA {lm.loras}" if lm.loras else "",
+        )
+        return TransformersInstance(ctx, spec, lm, files)
