@@ -103,7 +103,9 @@ def test_map_syntax_with_quotes() -> None:
         ("circuit-breaker-failure-threshold", "half", "a number"),
     ],
 )
-def test_invalid_values_name_model_option_and_expectation(key: str, value: str, message: str) -> None:
+def test_invalid_values_name_model_option_and_expectation(
+    key: str, value: str, message: str
+) -> None:
     with pytest.raises(TritonConfigError) as info:
         parse_options({**BASE, key: value}, model="clf")
     text = str(info.value)
@@ -135,7 +137,10 @@ def test_other_providers_are_refused() -> None:
         ({"max-retries": "2", "retry-initial-backoff": "0ms"}, "positive duration"),
         ({"max-retries": "2", "retry-initial-backoff": "2s", "retry-max-backoff": "1s"}, ">="),
         ({"circuit-breaker-enabled": "true", "circuit-breaker-failure-threshold": "1.5"}, "(0.0"),
-        ({"circuit-breaker-enabled": "true", "circuit-breaker-half-open-requests": "0"}, "positive"),
+        (
+            {"circuit-breaker-enabled": "true", "circuit-breaker-half-open-requests": "0"},
+            "positive",
+        ),
         ({"health-check-enabled": "true", "health-check-interval": "0s"}, "positive"),
     ],
 )

@@ -89,13 +89,13 @@ def f32(value: float) -> float:
     return struct.unpack("<f", struct.pack("<f", value))[0]
 
 
-def test_same_query_in_async_and_pandas_mode(server: Server, tmp_path: Path) -> None:
-    result = run_job(server, tmp_path / "result.json")
+def test_same_query_in_every_mode(server: Server, tmp_path: Path) -> None:
+    result = run_job(server, tmp_path / "result.json", "--modes", "async,pandas,row")
     expected = sorted(
         [i, name, -1.0 if features is None else f32(sum(f32(x) for x in features))]
         for i, features, name in ROWS
     )
-    for mode in ("async", "pandas"):
+    for mode in ("async", "pandas", "row"):
         got = sorted(result["modes"][mode]["rows"])
         assert len(got) == len(expected), mode
         for row, want in zip(got, expected):

@@ -47,7 +47,7 @@ def _subtask(context: FunctionContext) -> int:
     return context.get_index_of_this_subtask() or 0
 
 
-class AsyncTritonFunction(AsyncScalarFunction):
+class AsyncTritonFunction(AsyncScalarFunction):  # type: ignore[misc]
     """`m(col)` in async mode: awaits one inference request per row."""
 
     def __init__(self, spec: TritonModelSpec) -> None:
@@ -67,7 +67,7 @@ class AsyncTritonFunction(AsyncScalarFunction):
             self._client.close()
 
 
-class _BlockingTritonFunction(ScalarFunction):
+class _BlockingTritonFunction(ScalarFunction):  # type: ignore[misc]
     """Shared lifecycle of the blocking modes: a private event loop per function instance."""
 
     def __init__(self, spec: TritonModelSpec) -> None:

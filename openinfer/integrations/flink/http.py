@@ -155,7 +155,7 @@ async def _read_head(
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str], keep: bool) -> bytes:
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             size_line = await reader.readuntil(b"\r\n")
             size = int(size_line.split(b";", 1)[0].strip(), 16)

@@ -104,7 +104,9 @@ def parse_options(raw: Mapping[str, str], *, model: str = "<model>") -> TritonOp
         )
     missing = [key for key in _REQUIRED if not (raw.get(key) or "").strip()]
     if missing:
-        raise TritonConfigError(f"model '{model}': missing required option(s): {', '.join(missing)}")
+        raise TritonConfigError(
+            f"model '{model}': missing required option(s): {', '.join(missing)}"
+        )
     p = _Parser(raw, model)
     options = TritonOptions(
         endpoint=_endpoint(p, raw["endpoint"].strip()),
@@ -112,12 +114,12 @@ def parse_options(raw: Mapping[str, str], *, model: str = "<model>") -> TritonOp
         model_version=p.version("model-version"),
         timeout=p.duration("timeout", 30.0, positive=True),
         flatten_batch_dim=p.boolean("flatten-batch-dim", False),
-        priority=p.integer("priority", None, low=0, high=255),
+        priority=p.optional_integer("priority", low=0, high=255),
         sequence_id=p.string("sequence-id"),
         sequence_id_auto_increment=p.boolean("sequence-id-auto-increment", False),
         sequence_start=p.boolean("sequence-start", False),
         sequence_end=p.boolean("sequence-end", False),
-        compression=p.choice("compression", None, ("gzip",)),
+        compression=p.optional_choice("compression", ("gzip",)),
         auth_token=p.string("auth-token"),
         custom_headers=p.headers("custom-headers"),
         max_retries=p.integer("max-retries", 0, low=0),
@@ -131,7 +133,7 @@ def parse_options(raw: Mapping[str, str], *, model: str = "<model>") -> TritonOp
         circuit_breaker_timeout=p.duration("circuit-breaker-timeout", 60.0),
         circuit_breaker_half_open_requests=p.integer("circuit-breaker-half-open-requests", 3),
         mode=p.choice("mode", "async", MODES),
-        batch_size=p.integer("batch-size", None, low=1),
+        batch_size=p.optional_integer("batch-size", low=1),
         tensor_name_case=p.choice("tensor-name-case", "preserve", ("preserve", "upper")),
     )
     _cross_checks(options, model)
@@ -199,12 +201,16 @@ class _Parser:
             self.fail(key, value, "'true' or 'false'")
         return lowered == "true"
 
-    def integer(
-        self, key: str, default: int | None, *, low: int | None = None, high: int | None = None
+    def integer(self, key: str, default: int, *, low: int | None = None) -> int:
+        value = self.optional_integer(key, low=low)
+        return default if value is None else value
+
+    def optional_integer(
+        self, key: str, *, low: int | None = None, high: int | None = None
     ) -> int | None:
         value = self.raw.get(key)
         if value is None:
-            return default
+            return None
         if not re.fullmatch(r"[+-]?\d+", value.strip()):
             self.fail(key, value, "an integer")
         number = int(value.strip())
@@ -238,10 +244,14 @@ class _Parser:
             self.fail(key, value, "a positive duration")
         return seconds
 
-    def choice(self, key: str, default: str | None, allowed: tuple[str, ...]) -> str | None:
+    def choice(self, key: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.optional_choice(key, allowed)
+        return default if value is None else value
+
+    def optional_choice(self, key: str, allowed: tuple[str, ...]) -> str | None:
         value = self.raw.get(key)
         if value is None:
-            return default
+            return None
         lowered = value.strip().lower()
         if lowered not in allowed:
             self.fail(key, value, "one of " + ", ".join(f"'{a}'" for a in allowed))
@@ -297,9 +307,12 @@ def parse_duration(text: str) -> float | None:
     iso = _ISO.fullmatch(stripped)
     if iso and stripped.upper() not in ("P", "PT"):
         parts = {k: float(v) for k, v in iso.groupdict().items() if v}
-        return parts.get("d", 0) * 86400 + parts.get("h", 0) * 3600 + parts.get(
-            "m", 0
-        ) * 60 + parts.get("s", 0)
+        return (
+            parts.get("d", 0) * 86400
+            + parts.get("h", 0) * 3600
+            + parts.get("m", 0) * 60
+            + parts.get("s", 0)
+        )
     match = re.fullmatch(r"(\d+)\s*([a-zA-Zµ]*)", stripped)
     if not match:
         return None

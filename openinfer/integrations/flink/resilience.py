@@ -29,14 +29,14 @@ _MAX_CLOSED_REQUESTS = 10_000
 
 def nominal_backoff(attempt: int, initial: float, cap: float) -> float:
     """Delay before retry number `attempt + 1` (0-based attempt), without jitter."""
-    return min(initial * (2 ** min(max(attempt, 0), 30)), cap)
+    return float(min(initial * (2 ** min(max(attempt, 0), 30)), cap))
 
 
 def jittered(delay: float, rng: Callable[[float, float], float] = random.uniform) -> float:
     """Equal jitter: uniform in `[delay / 2, delay]`; delays of 1 ms or less pass through."""
     if delay <= 0.001:
         return delay
-    return rng(delay / 2, delay)
+    return float(rng(delay / 2, delay))
 
 
 class CircuitBreaker:

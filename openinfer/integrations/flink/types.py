@@ -22,7 +22,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from openinfer.integrations.flink.errors import TritonConfigError
 
@@ -102,7 +102,7 @@ def _scalar_datatype(text: str) -> str | None:
     return _SCALARS.get(name)
 
 
-def _unsupported(text: str, column: str, role: str) -> None:
+def _unsupported(text: str, column: str, role: str) -> NoReturn:
     hint = next((h for key, h in _SUGGESTIONS if key in text.upper()), "")
     raise TritonConfigError(
         f"{role} column '{column}' has unsupported type {text} for Triton. Supported: BOOLEAN, "
@@ -157,7 +157,7 @@ def shortest_float32(value: float) -> float:
     if not math.isfinite(value):
         return value
     try:
-        target = struct.unpack("<f", struct.pack("<f", value))[0]
+        target = float(struct.unpack("<f", struct.pack("<f", value))[0])
     except OverflowError:
         return value
     for digits in range(6, 10):

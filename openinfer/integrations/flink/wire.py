@@ -113,7 +113,9 @@ def _is_uint64(text: str) -> bool:
     return bool(re.fullmatch(r"[1-9]\d*", text)) and int(text) < 2**64
 
 
-def row_request(spec: TritonModelSpec, value: Any, sequence_id: str | None = None) -> dict[str, Any]:
+def row_request(
+    spec: TritonModelSpec, value: Any, sequence_id: str | None = None
+) -> dict[str, Any]:
     """The request for one row (the provider's shape and data rules)."""
     payload = _envelope(spec, sequence_id)
     payload["inputs"] = [
@@ -269,5 +271,5 @@ def _server_message(body: bytes) -> str:
     except ValueError:
         parsed = None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
-        return parsed["error"]
+        return str(parsed["error"])
     return text[:2000] if text else "No error details provided"
