@@ -63,6 +63,13 @@ def _configure_extensions(server: InferenceServer, args: argparse.Namespace) -> 
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     server.log_settings = getattr(args, "log_settings", None) or LogSettings.from_args(args)
+    from .frontends import metrics
+
+    try:
+        args.metrics_settings = metrics.MetricsConfig.parse(args.metrics_config)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    metrics.configure(args.metrics_settings)  # before models load: their stats get observers
 
 
 def _backend_config(specs: list[str]) -> dict[str, dict[str, str]]:
@@ -222,7 +229,8 @@ async def serve(args: argparse.Namespace) -> int:
         tasks.append(asyncio.create_task(http.serve()))
     if args.allow_metrics:
         maddr = args.metrics_address or args.http_address
-        metrics = _QuietUvicorn.make(metrics_app(server), host_of(maddr), args.metrics_port)
+        metrics_asgi = metrics_app(server, config=args.metrics_settings, cpu=args.allow_cpu_metrics)
+        metrics = _QuietUvicorn.make(metrics_asgi, host_of(maddr), args.metrics_port)
         uvicorn_servers.append(metrics)
         tasks.append(asyncio.create_task(metrics.serve()))
     for ext in extensions:

@@ -118,7 +118,8 @@ def _fingerprint(model_dir: Path) -> str:
     """Changes when anything under the model directory changes (names, sizes, mtimes)."""
     digest = hashlib.sha1()
     for root, dirs, files in os.walk(model_dir):
-        dirs.sort()
+        # Bytecode caches appear when a model runs; they must not read as a change to reload.
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             path = Path(root) / name
             try:
@@ -274,8 +275,9 @@ class ModelRepository:
                 continue
             if entry is None or entry.fingerprint != _fingerprint(model_dir):
                 tasks.append(self._load_quietly(name))
-        for name in list(self.entries):
-            if name not in on_disk and self.entries[name].override_dir is None:
+        for name, entry in list(self.entries.items()):
+            gone = name not in on_disk and entry.override_dir is None
+            if gone and any(r.model is not None or r.reason != "unloaded" for r in entry.versions.values()):
                 tasks.append(self.unload(name))
         await asyncio.gather(*tasks)
 
@@ -310,6 +312,9 @@ class ModelRepository:
                 if not entry.versions:
                     self.entries.pop(name, None)
                 raise InternalError(f"failed to load '{name}', failed to poll from model repository")
+            if entry.override_dir is not None:  # back to the repository's files
+                shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
+                entry.override_dir = None
         fingerprint = _fingerprint(model_dir) + (config_override or "")
         if (
             config_override is None
@@ -351,6 +356,7 @@ class ModelRepository:
             if isinstance(result, LoadedModel):
                 result.stats.load_duration_s = elapsed
                 entry.versions[version] = VersionRecord(version, State.READY, "", result)
+                log.info("successfully loaded '%s' version %d", name, version)
             else:
                 reason = result.message if isinstance(result, OpenInferError) else repr(result)
                 failures.append(f"version {version} is at UNAVAILABLE state: {reason}")
@@ -494,6 +500,8 @@ class ModelRepository:
                     models.append(record.model)
             await asyncio.gather(*(self._retire(m) for m in models))
             for version, record in list(entry.versions.items()):
+                if record.model is not None:
+                    log.info("successfully unloaded '%s' version %d", name, version)
                 entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
             entry.fingerprint = ""
             if entry.override_dir is not None:

@@ -138,8 +138,8 @@ class InferenceServer:
             raise UnavailableError("Server not ready")
         model = self.repository.get(request.model_name, request.model_version)
         model.validate(request)
-        if self.shm is not None and request.outputs:
-            self.shm.pin_outputs(request)  # output regions checked now, held until the request ends
+        if self.shm is not None:
+            self.shm.pin(request)  # output regions checked now; regions held until the request ends
         return model
 
     def _enter(self, model: LoadedModel) -> None:
@@ -191,6 +191,8 @@ class InferenceServer:
         finally:
             if trace is not None:
                 trace.finish()
+            if self.shm is not None:
+                self.shm.release(request)
             model.stats.pending -= 1
             model.stats.record_request(
                 ok,
@@ -207,6 +209,7 @@ class InferenceServer:
         trace = self.trace.sample(request, model) if self.trace.enabled else None
         self._enter(model)
         ok = False
+        first_ns = 0
         try:
             sender = StreamSender(request)
             if trace is not None:
@@ -216,6 +219,8 @@ class InferenceServer:
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:
+                    if not first_ns:
+                        first_ns = time.perf_counter_ns() - request.arrival_ns
                     if trace is not None:
                         trace.responded(response)
                     response.model_name = model.name
@@ -236,12 +241,15 @@ class InferenceServer:
         finally:
             if trace is not None:
                 trace.finish()
+            if self.shm is not None:
+                self.shm.release(request)
             model.stats.pending -= 1
             model.stats.record_request(
                 ok,
                 time.perf_counter_ns() - request.arrival_ns,
                 request.flags.get("queue_ns", 0),
                 request.flags.get("failure_reason", "BACKEND"),
+                first_ns,
             )
             self._leave(model)
 

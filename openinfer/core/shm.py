@@ -15,7 +15,6 @@ import mmap
 import os
 import stat
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,17 +143,23 @@ class _CudaRegion(_Region):
 
 
 class _Hold:
-    """Keeps a region registered while the request (or array) that owns this object lives."""
+    """Keeps a region registered until `release()` (or, failing that, until garbage collection)."""
 
-    __slots__ = ("__weakref__", "manager", "region")
+    __slots__ = ("manager", "region", "released")
 
     def __init__(self, manager: SharedMemoryManager, region: _Region) -> None:
         self.manager = manager
         self.region = region
+        self.released = False
         manager._acquire(region)
 
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.manager._release(self.region)
+
     def __del__(self) -> None:
-        self.manager._release(self.region)
+        self.release()
 
 
 def shm_key_path(key: str) -> str:
@@ -324,27 +329,42 @@ class SharedMemoryManager:
     def read_input(
         self, name: str, datatype: str, shape: tuple[int, ...], params: dict[str, Any], model: str
     ) -> np.ndarray:
-        """An input tensor read from the region its parameters name (zero-copy for system shm)."""
+        """An input tensor read from the region its parameters name (zero-copy for system shm).
+
+        A view outliving its region is safe: the mapping is only closed once no view exports it.
+        """
         region_name, offset, byte_size = _shm_params(params, name)
         region = self._lookup(region_name, offset, byte_size)
-        data = region.read(offset, byte_size)
-        array = datatypes.from_wire_bytes(data, datatype, shape, name=name, model=model)
-        if isinstance(region, _SystemRegion) and datatype != "BYTES":
-            # The array views client memory: keep the region mapped while the array lives.
-            hold = _Hold(self, region)
-            weakref.finalize(_base_array(array), _noop, hold)
-        return array
+        return datatypes.from_wire_bytes(region.read(offset, byte_size), datatype, shape, name=name, model=model)
 
-    def pin_outputs(self, request: InferRequest) -> None:
-        """Check the output regions a request names and hold them until it finishes."""
-        holds: dict[str, _Hold] = {}
-        for output in request.outputs or ():
-            if output.shm_region is None:
-                continue
-            region = self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
-            holds[output.name] = _Hold(self, region)
+    def pin(self, request: InferRequest) -> None:
+        """Hold the regions a request uses until `release` (output regions are checked here)."""
+        holds: list[_Hold] = []
+        outputs: dict[str, _Hold] = {}
+        try:
+            for tensor in request.inputs:
+                region_name = tensor.parameters.get("shared_memory_region")
+                if isinstance(region_name, str):
+                    region = self._regions.get(region_name)
+                    if region is not None:
+                        holds.append(_Hold(self, region))
+            for output in request.outputs or ():
+                if output.shm_region is not None:
+                    region = self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
+                    outputs[output.name] = _Hold(self, region)
+                    holds.append(outputs[output.name])
+        except BaseException:
+            for hold in holds:
+                hold.release()
+            raise
         if holds:
-            request.flags["shm_outputs"] = holds
+            request.flags["shm_holds"] = holds
+            request.flags["shm_outputs"] = outputs
+
+    def release(self, request: InferRequest) -> None:
+        """The request is over: let go of its regions (unregistering those that wait for it)."""
+        for hold in request.flags.pop("shm_holds", ()):
+            hold.release()
 
     def write_output(self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None) -> None:
         """Write an output's wire bytes into its region; too small a region is Triton's INTERNAL."""
@@ -368,16 +388,6 @@ class SharedMemoryManager:
         with self._lock:
             for region in list(self._regions.values()):
                 self._drop(region)
-
-
-def _noop(_hold: _Hold) -> None:
-    """The finalizer's only job is to drop the last reference to the hold."""
-
-
-def _base_array(array: np.ndarray) -> np.ndarray:
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
 
 
 def _uint(params: dict[str, Any], key: str, default: int | None, tensor: str) -> int:

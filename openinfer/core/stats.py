@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 
 @dataclass(slots=True)
@@ -58,14 +60,25 @@ class ModelStats:
         default_factory=lambda: {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
     )
     load_duration_s: float = 0.0
+    #: Per-request latency observer for Prometheus summaries and histograms; None when off.
+    observer: Any = None
+    #: Builds `observer` for each new ModelStats; set once from `--metrics-config`.
+    observer_factory: ClassVar[Callable[[ModelStats], Any] | None] = None
+
+    def __post_init__(self) -> None:
+        if ModelStats.observer_factory is not None:
+            self.observer = ModelStats.observer_factory(self)
 
     def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""
         self.execution_count += 1
         self.inference_count += batch_size
-        self.compute_input.add(timing.compute_input_ns, request_count)
-        self.compute_infer.add(timing.compute_infer_ns, request_count)
-        self.compute_output.add(timing.compute_output_ns, request_count)
+        # Every request of the batch spent the batch's compute time (Triton reports it per request).
+        self.compute_input.add(timing.compute_input_ns * request_count, request_count)
+        self.compute_infer.add(timing.compute_infer_ns * request_count, request_count)
+        self.compute_output.add(timing.compute_output_ns * request_count, request_count)
+        if self.observer is not None:
+            self.observer.execution(request_count, timing)
         batch = self.batches.get(batch_size)
         if batch is None:
             batch = self.batches[batch_size] = BatchStats()
@@ -73,8 +86,12 @@ class ModelStats:
         batch.compute_infer.add(timing.compute_infer_ns)
         batch.compute_output.add(timing.compute_output_ns)
 
-    def record_request(self, ok: bool, total_ns: int, queue_ns: int, reason: str = "BACKEND") -> None:
+    def record_request(
+        self, ok: bool, total_ns: int, queue_ns: int, reason: str = "BACKEND", first_response_ns: int = 0
+    ) -> None:
         self.last_inference_ms = time.time_ns() // 1_000_000
+        if self.observer is not None:
+            self.observer.request(ok, total_ns, queue_ns, first_response_ns or total_ns)
         if ok:
             self.success.add(total_ns)
             self.queue.add(queue_ns)

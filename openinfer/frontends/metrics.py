@@ -1,84 +1,332 @@
-"""Prometheus metrics with Triton's names and labels, read from the core's statistics at scrape time."""
+"""Prometheus metrics with Triton's names and labels, read from the core's statistics at scrape time.
+
+Counters come straight from `ModelStats` (the statistics extension reads the same numbers).
+`--metrics-config` turns the latency counters off (`counter_latencies=false`) or adds
+summaries (`summary_latencies=true`, quantiles from `summary_quantiles`) and the
+first-response histogram (`histogram_latencies=true`); those two need per-request
+observations, which a `LatencyObserver` attached to each model's stats collects.
+Labels are written sorted, as prometheus-cpp writes them, so Triton's dashboards match.
+"""
 
 from __future__ import annotations
 
+import bisect
+import os
+import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
+from prometheus_client.samples import Sample
 
 from ..core.server import InferenceServer
+from ..core.stats import ExecutionTiming, ModelStats
 
-_COUNTERS = (
-    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes"),
-    ("nv_inference_count", "Number of inferences performed (does not include cached requests)"),
-    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)"),
+_LATENCY_COUNTERS = (
     ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)"),
     ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)"),
     ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)"),
     ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)"),
     ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
 )
+_SUMMARIES = (
+    ("nv_inference_request_summary_us", "Summary of inference request duration in microseconds (includes cached requests)"),
+    ("nv_inference_queue_summary_us", "Summary of inference queuing duration in microseconds (includes cached requests)"),
+    ("nv_inference_compute_input_summary_us", "Summary of compute input duration in microseconds (does not include cached requests)"),
+    ("nv_inference_compute_infer_summary_us", "Summary of compute inference duration in microseconds (does not include cached requests)"),
+    ("nv_inference_compute_output_summary_us", "Summary of inference compute output duration in microseconds (does not include cached requests)"),
+)
+_HISTOGRAM = "nv_inference_first_response_histogram_ms"
+_HISTOGRAM_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
+_DEFAULT_QUANTILES = ((0.5, 0.05), (0.9, 0.01), (0.95, 0.001), (0.99, 0.001), (0.999, 0.001))
+_SUMMARY_MAX_AGE_S = 60.0  # prometheus-cpp's default sliding window
+_SUMMARY_MAX_SAMPLES = 10_000
+
+
+@dataclass
+class MetricsConfig:
+    """`--metrics-config <key>=<value>` (Triton's keys and defaults)."""
+
+    counter_latencies: bool = True
+    summary_latencies: bool = False
+    histogram_latencies: bool = False
+    summary_quantiles: tuple[tuple[float, float], ...] = _DEFAULT_QUANTILES
+
+    @classmethod
+    def parse(cls, specs: list[str]) -> MetricsConfig:
+        config = cls()
+        for spec in specs:
+            key, eq, value = spec.partition("=")
+            key, value = key.strip(), value.strip().strip('"')
+            if not eq:
+                raise ValueError(f"--metrics-config '{spec}' must look like <setting>=<value>")
+            if key in ("counter_latencies", "summary_latencies", "histogram_latencies"):
+                if value.lower() not in ("true", "false", "1", "0", "on", "off"):
+                    raise ValueError(f"--metrics-config {key} expects true or false, got '{value}'")
+                setattr(config, key, value.lower() in ("true", "1", "on"))
+            elif key == "summary_quantiles":
+                try:
+                    pairs = [item.split(":") for item in value.split(",") if item]
+                    config.summary_quantiles = tuple((float(q), float(e)) for q, e in pairs)
+                except ValueError:
+                    raise ValueError(
+                        f"--metrics-config summary_quantiles expects '<quantile>:<error>,...', got '{value}'"
+                    ) from None
+            else:
+                raise ValueError(f"unknown --metrics-config setting '{key}'")
+        return config
+
+
+class LatencyObserver:
+    """Recent per-request latencies of one model version (summaries) and first-response buckets."""
+
+    def __init__(self, config: MetricsConfig) -> None:
+        self.config = config
+        self.lock = threading.Lock()
+        self.windows: dict[str, deque[tuple[float, float]]] = {
+            name: deque(maxlen=_SUMMARY_MAX_SAMPLES) for name, _ in _SUMMARIES
+        }
+        self.totals: dict[str, list[float]] = {name: [0.0, 0] for name, _ in _SUMMARIES}  # type: ignore[misc]
+        self.buckets = [0] * len(_HISTOGRAM_BUCKETS_MS)
+        self.histogram_sum = 0.0
+        self.histogram_count = 0
+
+    def _observe(self, name: str, value_us: float, count: int = 1) -> None:
+        now = time.monotonic()
+        window = self.windows[name]
+        total = self.totals[name]
+        for _ in range(count):
+            window.append((now, value_us))
+        total[0] += value_us * count
+        total[1] += count
+
+    def request(self, ok: bool, total_ns: int, queue_ns: int, first_response_ns: int) -> None:
+        if not ok:
+            return
+        with self.lock:
+            if self.config.summary_latencies:
+                self._observe("nv_inference_request_summary_us", total_ns / 1000)
+                self._observe("nv_inference_queue_summary_us", queue_ns / 1000)
+            if self.config.histogram_latencies:
+                ms = first_response_ns / 1e6
+                index = bisect.bisect_left(_HISTOGRAM_BUCKETS_MS, ms)
+                if index < len(self.buckets):
+                    self.buckets[index] += 1
+                self.histogram_sum += ms
+                self.histogram_count += 1
+
+    def execution(self, request_count: int, timing: ExecutionTiming) -> None:
+        if not self.config.summary_latencies:
+            return
+        with self.lock:
+            self._observe("nv_inference_compute_input_summary_us", timing.compute_input_ns / 1000, request_count)
+            self._observe("nv_inference_compute_infer_summary_us", timing.compute_infer_ns / 1000, request_count)
+            self._observe("nv_inference_compute_output_summary_us", timing.compute_output_ns / 1000, request_count)
+
+    def quantiles(self, name: str) -> tuple[list[tuple[float, float]], float, int]:
+        """(quantile, value) over the last minute, plus the running sum and count."""
+        cutoff = time.monotonic() - _SUMMARY_MAX_AGE_S
+        with self.lock:
+            window = self.windows[name]
+            while window and window[0][0] < cutoff:
+                window.popleft()
+            values = sorted(v for _, v in window)
+            total, count = self.totals[name]
+        out = []
+        for q, _error in self.config.summary_quantiles:
+            value = values[min(int(q * len(values)), len(values) - 1)] if values else float("nan")
+            out.append((q, value))
+        return out, total, int(count)
+
+
+def configure(config: MetricsConfig) -> None:
+    """Attach latency observers to every model loaded from now on (summaries, histogram)."""
+    if config.summary_latencies or config.histogram_latencies:
+        ModelStats.observer_factory = lambda _stats: LatencyObserver(config)
+    else:
+        ModelStats.observer_factory = None
+
+
+def _labels(model, stats: ModelStats, **extra: str) -> dict[str, str]:
+    labels = {"model": stats.name, "version": stats.version, **extra}
+    for key, value in model.config.metric_tags.items():
+        labels[f"_{key}"] = value
+    return dict(sorted(labels.items()))
+
+
+def _family(name: str, doc: str, kind: str) -> Metric:
+    return Metric(name, doc, kind)
 
 
 class TritonCollector:
     """Turns every loaded model's stats into Triton's metric families."""
 
-    def __init__(self, server: InferenceServer) -> None:
+    def __init__(self, server: InferenceServer, config: MetricsConfig | None = None, cpu: bool = True) -> None:
         self.server = server
+        self.config = config or MetricsConfig()
+        self.cpu = _CpuSampler() if cpu else None
 
     def collect(self) -> Iterator[Metric]:
-        labels = ["model", "version"]
-        families = {name: CounterMetricFamily(name, doc, labels=labels) for name, doc in _COUNTERS}
-        failure = CounterMetricFamily(
-            "nv_inference_request_failure", "Number of failed inference requests, all batch sizes",
-            labels=["model", "reason", "version"],
-        )
-        pending = GaugeMetricFamily(
-            "nv_inference_pending_request_count",
-            "Instantaneous number of pending requests awaiting execution per-model.", labels=labels,
-        )
-        load = GaugeMetricFamily("nv_model_load_duration_secs", "Model load time in seconds", labels=labels)
-        hits = CounterMetricFamily("nv_cache_num_hits_per_model", "Number of cache hits per model", labels=labels)
-        misses = CounterMetricFamily("nv_cache_num_misses_per_model", "Number of cache misses per model", labels=labels)
-        for model in self.server.repository.loaded_models():
+        models = self.server.repository.loaded_models()
+        success = _family("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "counter")
+        failure = _family("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
+        count = _family("nv_inference_count", "Number of inferences performed (does not include cached requests)", "counter")
+        execs = _family("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", "counter")
+        pending = _family("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", "gauge")
+        load = _family("nv_model_load_duration_secs", "Model load time in seconds", "gauge")
+        latency = {name: _family(name, doc, "counter") for name, doc in _LATENCY_COUNTERS}
+        summaries = {name: _family(name, doc, "summary") for name, doc in _SUMMARIES}
+        histogram = _family(_HISTOGRAM, "Duration from request to first response in milliseconds", "histogram")
+        hits = _family("nv_cache_num_hits_per_model", "Number of cache hits per model", "counter")
+        misses = _family("nv_cache_num_misses_per_model", "Number of cache misses per model", "counter")
+        hit_us = _family("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "counter")
+        miss_us = _family("nv_cache_miss_duration_per_model", "Total cache miss (insert + lookup) duration per model, in microseconds", "counter")
+        for model in models:
             s = model.stats
-            key = [s.name, s.version]
-            values = (
-                s.success.count,
-                s.inference_count,
-                s.execution_count,
-                (s.success.ns + s.fail.ns) // 1000,
-                s.queue.ns // 1000,
-                s.compute_input.ns // 1000,
-                s.compute_infer.ns // 1000,
-                s.compute_output.ns // 1000,
-            )
-            for (name, _), value in zip(_COUNTERS, values):
-                families[name].add_metric(key, value)
-            for reason, count in s.failures_by_reason.items():
-                failure.add_metric([s.name, reason, s.version], count)
-            pending.add_metric(key, s.pending)
-            load.add_metric(key, s.load_duration_s)
+            labels = _labels(model, s)
+            success.samples.append(Sample("nv_inference_request_success", labels, s.success.count))
+            for reason, n in s.failures_by_reason.items():
+                failure.samples.append(
+                    Sample("nv_inference_request_failure", _labels(model, s, reason=reason), n)
+                )
+            count.samples.append(Sample("nv_inference_count", labels, s.inference_count))
+            execs.samples.append(Sample("nv_inference_exec_count", labels, s.execution_count))
+            pending.samples.append(Sample("nv_inference_pending_request_count", labels, s.pending))
+            load.samples.append(Sample("nv_model_load_duration_secs", labels, s.load_duration_s))
+            if self.config.counter_latencies:
+                for (name, _), duration in zip(
+                    _LATENCY_COUNTERS, (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output)
+                ):
+                    latency[name].samples.append(Sample(name, labels, duration.ns // 1000))
+            observer = s.observer
+            if isinstance(observer, LatencyObserver):
+                if self.config.summary_latencies:
+                    for name, _ in _SUMMARIES:
+                        values, total, n = observer.quantiles(name)
+                        for q, value in values:
+                            summaries[name].samples.append(
+                                Sample(name, dict(sorted({**labels, "quantile": _fmt(q)}.items())), value)
+                            )
+                        summaries[name].samples.append(Sample(name + "_sum", labels, total))
+                        summaries[name].samples.append(Sample(name + "_count", labels, n))
+                if self.config.histogram_latencies:
+                    cumulative = 0
+                    for bound, n in zip(_HISTOGRAM_BUCKETS_MS, observer.buckets):
+                        cumulative += n
+                        histogram.samples.append(
+                            Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": _fmt(bound)}.items())), cumulative)
+                        )
+                    histogram.samples.append(
+                        Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": "+Inf"}.items())), observer.histogram_count)
+                    )
+                    histogram.samples.append(Sample(_HISTOGRAM + "_sum", labels, observer.histogram_sum))
+                    histogram.samples.append(Sample(_HISTOGRAM + "_count", labels, observer.histogram_count))
             if model.config.response_cache.enable:
-                hits.add_metric(key, s.cache_hit.count)
-                misses.add_metric(key, s.cache_miss.count)
-        yield families["nv_inference_request_success"]
-        yield failure
-        for name, _ in _COUNTERS[1:]:
-            yield families[name]
-        yield pending
-        yield load
-        yield hits
-        yield misses
+                hits.samples.append(Sample("nv_cache_num_hits_per_model", labels, s.cache_hit.count))
+                misses.samples.append(Sample("nv_cache_num_misses_per_model", labels, s.cache_miss.count))
+                hit_us.samples.append(Sample("nv_cache_hit_duration_per_model", labels, s.cache_hit.ns // 1000))
+                miss_us.samples.append(Sample("nv_cache_miss_duration_per_model", labels, s.cache_miss.ns // 1000))
+        yield from (success, failure, count, execs, pending, load)
+        if self.config.counter_latencies:
+            yield from latency.values()
+        if self.config.summary_latencies:
+            yield from summaries.values()
+        if self.config.histogram_latencies:
+            yield histogram
+        yield from (hits, misses, hit_us, miss_us)
+        if self.cpu is not None:
+            yield from self.cpu.collect()
 
 
-def metrics_app(server: InferenceServer, extra: list[Callable[[CollectorRegistry], None]] | None = None):
-    """An ASGI app answering GET /metrics (any other GET path: empty 200, as Triton)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(TritonCollector(server))  # type: ignore[arg-type]
-    for hook in extra or []:
-        hook(registry)
+def _fmt(value: float) -> str:
+    return repr(int(value)) if float(value).is_integer() and value >= 1 else repr(value)
+
+
+@dataclass
+class _CpuSampler:
+    """`--allow-cpu-metrics`: utilisation between scrapes and memory, from /proc (Linux)."""
+
+    last: tuple[int, int] | None = None
+    utilization: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                fields = [int(x) for x in f.readline().split()[1:]]
+            meminfo = {}
+            with open("/proc/meminfo", encoding="ascii") as f:
+                for line in f:
+                    key, _, rest = line.partition(":")
+                    meminfo[key] = int(rest.split()[0]) * 1024
+        except (OSError, ValueError, IndexError):
+            return
+        idle, total = fields[3] + (fields[4] if len(fields) > 4 else 0), sum(fields)
+        with self.lock:
+            if self.last is not None and total > self.last[1]:
+                busy = (total - self.last[1]) - (idle - self.last[0])
+                self.utilization = max(0.0, min(1.0, busy / (total - self.last[1])))
+            self.last = (idle, total)
+            utilization = self.utilization
+        mem_total = meminfo.get("MemTotal", 0)
+        mem_used = mem_total - meminfo.get("MemAvailable", meminfo.get("MemFree", 0))
+        for name, doc, value in (
+            ("nv_cpu_utilization", "CPU utilization rate [0.0 - 1.0]", utilization),
+            ("nv_cpu_memory_total_bytes", "CPU total memory (RAM), in bytes", mem_total),
+            ("nv_cpu_memory_used_bytes", "CPU used memory (RAM), in bytes", mem_used),
+        ):
+            family = _family(name, doc, "gauge")
+            family.samples.append(Sample(name, {}, value))
+            yield family
+
+
+def _number(value: float) -> str:
+    value = float(value)
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    if value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    return repr(value)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render(families: Iterator[Metric]) -> bytes:
+    """Prometheus text exposition as prometheus-cpp writes it (no `_total` renaming, empty families left out)."""
+    lines: list[str] = []
+    for family in families:
+        if not family.samples:
+            continue
+        lines.append(f"# HELP {family.name} {family.documentation}")
+        lines.append(f"# TYPE {family.name} {family.type}")
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sample.labels.items())
+            name = f"{sample.name}{{{labels}}}" if labels else sample.name
+            lines.append(f"{name} {_number(sample.value)}")
+    return ("\n".join(lines) + "\n").encode() if lines else b""
+
+
+def metrics_app(
+    server: InferenceServer,
+    extra: list[Callable[[], Iterator[Metric]]] | None = None,
+    config: MetricsConfig | None = None,
+    cpu: bool = True,
+):
+    """An ASGI app answering GET /metrics (any other GET path: empty 200, as Triton).
+
+    `extra` are further collect functions (other frontends' metrics), rendered after Triton's.
+    """
+    collector = TritonCollector(server, config, cpu and os.path.exists("/proc/stat"))
+    collectors = [collector.collect, *(extra or [])]
+
+    def scrape() -> bytes:
+        return render(family for collect in collectors for family in collect())
 
     async def app(scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -94,7 +342,7 @@ def metrics_app(server: InferenceServer, extra: list[Callable[[CollectorRegistry
         if scope["method"] != "GET":
             status, body, ctype = 405, b'{"error":"Method Not Allowed"}', b"application/json"
         elif scope["path"].rstrip("/") == "/metrics":
-            status, body, ctype = 200, generate_latest(registry), b"text/plain; charset=utf-8"
+            status, body, ctype = 200, scrape(), b"text/plain; charset=utf-8"
         else:
             status, body, ctype = 200, b"", b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": status,

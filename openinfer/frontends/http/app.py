@@ -135,8 +135,9 @@ class HttpApp:
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
             await self._drain(receive)
+            what = "body" if "inference-header-content-length" in headers else "JSON"
             raise InvalidArgumentError(
-                f"Request body size ({declared} bytes) exceeds the maximum allowed value of {limit} "
+                f"Request {what} size of {declared} bytes exceeds the maximum allowed value of {limit} "
                 f"bytes. Use --http-max-input-size to increase the limit."
             )
         message = await receive()
@@ -154,8 +155,8 @@ class HttpApp:
             if size > limit:
                 await self._drain(receive)
                 raise InvalidArgumentError(
-                    f"Request body size exceeds the maximum allowed value of {limit} bytes. "
-                    f"Use --http-max-input-size to increase the limit."
+                    f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
+                    f"{limit} bytes. Use --http-max-input-size to increase the limit."
                 )
             chunks.append(chunk)
         return b"".join(chunks)

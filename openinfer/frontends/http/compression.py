@@ -20,7 +20,8 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         out = inflater.decompress(body, limit + 1)
         if len(out) > limit or inflater.unconsumed_tail:
             raise InvalidArgumentError(
-                f"decompressed request body is larger than --http-max-input-size ({limit} bytes)"
+                f"Decompressed request size exceeds the maximum allowed value of {limit} bytes. "
+                f"Use --http-max-input-size to increase the limit."
             )
         out += inflater.flush()
     except zlib.error as exc:
