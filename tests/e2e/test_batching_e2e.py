@@ -7,6 +7,7 @@ model that holds its instance for a while.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import urllib.request
@@ -172,10 +173,25 @@ def _client(protocol: str, server: Server):
     return grpcclient.InferenceServerClient(server.grpc_url), _grpc_inputs
 
 
+def _wait_pending(server: Server, model: str, count: int) -> None:
+    """Block until `count` requests of the model are inside the server (metrics gauge)."""
+    pattern = re.compile(
+        r'^nv_inference_pending_request_count\{model="%s",version="1"\} (\d+)' % model, re.M
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+        match = pattern.search(text)
+        if match and int(match.group(1)) >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{model} never had {count} pending requests")
+
+
 def _hold(protocol: str, server: Server, model: str, ms: int):
     """A request that keeps the model's only instance busy for `ms` milliseconds."""
     future = _background(protocol, server, model, parameters={"sleep_ms": ms})
-    time.sleep(0.4)  # it reaches the instance well within this
+    _wait_pending(server, model, 1)  # arrived, so the free instance has taken it
     return future
 
 
@@ -184,9 +200,9 @@ UNAVAILABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_full_queue_is_rejected_with_unavailable(server, protocol):
-    held = _hold(protocol, server, "limited", 1500)
+    held = _hold(protocol, server, "limited", 2000)
     queued = _background(protocol, server, "limited")
-    time.sleep(0.2)
+    _wait_pending(server, "limited", 2)
     client, make = _client(protocol, server)
     with pytest.raises(InferenceServerException) as info:
         client.infer("limited", make(3.0)[0], request_id="over")
@@ -204,7 +220,7 @@ def test_full_queue_is_rejected_with_unavailable(server, protocol):
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_request_timeout_expires_in_the_queue(server, protocol):
-    held = _hold(protocol, server, "timed", 1500)
+    held = _hold(protocol, server, "timed", 2000)
     client, make = _client(protocol, server)
     with pytest.raises(InferenceServerException) as info:
         client.infer("timed", make(2.0)[0], request_id="slowpoke", timeout=50_000)
@@ -217,12 +233,13 @@ def test_request_timeout_expires_in_the_queue(server, protocol):
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_priority_requests_run_first(server, protocol):
-    held = _hold(protocol, server, "prioritized", 1000)
+    held = _hold(protocol, server, "prioritized", 2000)
     low = _background(protocol, server, "prioritized", priority=2)
-    time.sleep(0.1)
+    _wait_pending(server, "prioritized", 2)
     default = _background(protocol, server, "prioritized")
-    time.sleep(0.1)
+    _wait_pending(server, "prioritized", 3)
     high = _background(protocol, server, "prioritized", priority=1)
+    _wait_pending(server, "prioritized", 4)
     held.result(30)
     low_order, default_order, high_order = (
         int(job.result(30).as_numpy("ORDER")[0, 0]) for job in (low, default, high)
