@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from tritonclient.utils import InferenceServerException
 
 from openinfer.core.devices import visible_gpus
-from tests.helpers import Server, write_model
+from tests.helpers import Server
 
 
 def graph(nodes, inputs, outputs, opset: int = 13) -> bytes:

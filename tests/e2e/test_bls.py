@@ -163,7 +163,6 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "OUTPUT1"
 
 
 def double_onnx() -> bytes:
-    import onnx
     from onnx import TensorProto, helper
 
     x = helper.make_tensor_value_info("X", TensorProto.FLOAT, ["batch", 4])
