@@ -195,11 +195,18 @@ def _hold(protocol: str, server: Server, model: str, ms: int):
     return future
 
 
+def _rejected(server: Server, model: str) -> int:
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    pattern = r'^nv_inference_request_failure\{model="%s",reason="REJECTED",version="1"\} (\d+)' % model
+    return int(re.search(pattern, text, re.M).group(1))
+
+
 UNAVAILABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
 def test_full_queue_is_rejected_with_unavailable(server, protocol):
+    rejected_before = _rejected(server, "limited")
     held = _hold(protocol, server, "limited", 2000)
     queued = _background(protocol, server, "limited")
     _wait_pending(server, "limited", 2)
@@ -213,9 +220,7 @@ def test_full_queue_is_rejected_with_unavailable(server, protocol):
     # the server keeps serving, and the rejection is counted as REJECTED
     result = client.infer("limited", make(4.0)[0])
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.full((1, 3), 8.0, np.float32))
-    metrics = urllib.request.urlopen(server.metrics_url).read().decode()
-    rejected = 'nv_inference_request_failure{model="limited",reason="REJECTED",version="1"} '
-    assert rejected + ("1" if protocol == "http" else "2") in metrics
+    assert _rejected(server, "limited") == rejected_before + 1
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
