@@ -49,7 +49,7 @@ ONNX_TYPES: dict[str, int] = {
     "tensor(bfloat16)": mc.TYPE_BF16,
 }
 DEFAULT_MAX_BATCH_SIZE = 4
-_ORT_MESSAGE = re.compile(r"^\[ONNXRuntimeError\] : (\d+) : \w+ : ", re.S)
+_ORT_MESSAGE = re.compile(r"^\[ONNXRuntimeError\] : (\d+) : \w+ : ", re.DOTALL)
 _INVALID = (ort_errors.InvalidArgument, ort_errors.InvalidGraph, ort_errors.InvalidProtobuf, ort_errors.NoModel, ort_errors.NoSuchFile)
 
 

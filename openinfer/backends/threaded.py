@@ -110,7 +110,7 @@ class ThreadedInstance(ModelInstance):
                 for i in group:
                     results[i] = exc
                 continue
-            except Exception as exc:  # a bug here must fail the requests, not the thread
+            except Exception as exc:  # noqa: BLE001 (a bug must fail the requests, not the thread)
                 error = InternalError(f"model '{self.model_name}' failed: {exc}")
                 for i in group:
                     results[i] = error

@@ -168,7 +168,7 @@ def parse_cache_config(specs: list[str]) -> ResponseCache | None:
 class _CacheExtension:
     """Builds the cache from the command line and hands it to the server."""
 
-    def configure(self, server, args) -> None:  # noqa: ANN001 (argparse namespace)
+    def configure(self, server, args) -> None:
         try:
             server.cache = parse_cache_config(list(getattr(args, "cache_config", []) or []))
         except InvalidArgumentError as exc:
