@@ -156,6 +156,7 @@ def test_bad_cache_config_stops_the_server_with_a_reason(tmp_path, spec, message
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
         cwd=ROOT,
     )
     assert done.returncode != 0
