@@ -48,7 +48,11 @@ def run(
     being collected through py4j (which would be the bottleneck of a throughput run)."""
     from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 
-    from openinfer.integrations.flink import ml_predict, register_triton_models
+    from openinfer.integrations.flink import (
+        TritonConfigError,
+        ml_predict,
+        register_triton_models,
+    )
 
     started = time.monotonic()
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -94,6 +98,19 @@ def run(
             got = [[r[0], r[2], r[3]] for r in rows_out]
         result["ml_predict"] = {"rows": got, "columns": table.get_schema().get_field_names()}
         result["ml_predict"]["seconds"] = time.monotonic() - began
+    # Other providers are left alone; a bad triton model is refused before anything runs.
+    t_env.execute_sql(
+        "CREATE TEMPORARY MODEL other INPUT (x STRING) OUTPUT (y STRING) "
+        "WITH ('provider' = 'openai', 'endpoint' = 'http://x', 'model' = 'm')"
+    )
+    t_env.execute_sql(
+        "CREATE TEMPORARY MODEL bad INPUT (d DECIMAL(10, 2)) OUTPUT (o STRING) "
+        f"WITH ('provider' = 'triton', 'endpoint' = '{endpoint}', 'model-name' = 'x')"
+    )
+    try:
+        register_triton_models(t_env)
+    except TritonConfigError as error:
+        result["bad_model_error"] = str(error)
     result["total_s"] = time.monotonic() - started
     return result
 

@@ -73,7 +73,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     started.stop()
 
 
-def run_job(server: Server, out: Path, *args: str, timeout: float = 400) -> dict:
+def run_job(server: Server, out: Path, *args: str, timeout: float = 280) -> dict:
     assert PYTHON is not None
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     command = [PYTHON, "-m", "tests.flink.pyflink_job", "--out", str(out)]
@@ -103,4 +103,5 @@ def test_same_query_in_every_mode(server: Server, tmp_path: Path) -> None:
     ml = result["ml_predict"]
     assert ml["columns"] == ["id", "features", "name", "score"]
     assert sorted(ml["rows"]) == [[i, name, s] for i, name, s in expected]
+    assert "input column 'd' has unsupported type DECIMAL(10, 2)" in result["bad_model_error"]
     print(json.dumps({m: round(v["seconds"], 1) for m, v in result["modes"].items()}))

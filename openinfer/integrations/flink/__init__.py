@@ -74,8 +74,7 @@ def register_triton_models(
         if m.options.get("provider", "").strip().lower() == "triton"
     }
     for name, spec in specs.items():
-        if name in t_env.list_user_defined_functions():
-            t_env.drop_temporary_function(name)
+        t_env.drop_temporary_function(name)  # re-registering (e.g. another mode) replaces it
         t_env.create_temporary_function(name, triton_function(spec))
     return specs
 
