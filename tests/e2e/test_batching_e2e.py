@@ -176,7 +176,7 @@ def _client(protocol: str, server: Server):
 def _wait_pending(server: Server, model: str, count: int) -> None:
     """Block until `count` requests of the model are inside the server (metrics gauge)."""
     pattern = re.compile(
-        r'^nv_inference_pending_request_count\{model="%s",version="1"\} (\d+)' % model, re.M
+        rf'^nv_inference_pending_request_count\{{model="{model}",version="1"\}} (\d+)', re.MULTILINE
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -197,8 +197,8 @@ def _hold(protocol: str, server: Server, model: str, ms: int):
 
 def _rejected(server: Server, model: str) -> int:
     text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
-    pattern = r'^nv_inference_request_failure\{model="%s",reason="REJECTED",version="1"\} (\d+)' % model
-    return int(re.search(pattern, text, re.M).group(1))
+    pattern = rf'^nv_inference_request_failure\{{model="{model}",reason="REJECTED",version="1"\}} (\d+)'
+    return int(re.search(pattern, text, re.MULTILINE).group(1))
 
 
 UNAVAILABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}

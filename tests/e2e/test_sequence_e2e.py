@@ -81,15 +81,20 @@ class TritonPythonModel:
 """
 
 MODELS = {
-    "accumulate": dict(corrid_type="TYPE_UINT64", idle=30_000_000, strategy="direct { }"),
-    "accumulate_str": dict(corrid_type="TYPE_STRING", idle=30_000_000, strategy="oldest { max_candidate_sequences: 4 }"),
+    "accumulate": {"corrid_type": "TYPE_UINT64", "idle": 30_000_000, "strategy": "direct { }"},
+    "accumulate_str": {
+        "corrid_type": "TYPE_STRING",
+        "idle": 30_000_000,
+        "strategy": "oldest { max_candidate_sequences: 4 }",
+    },
     # Waits up to 5 s for two sequences, so two sequences in step always share each execute.
-    "paired": dict(
-        corrid_type="TYPE_UINT64",
-        idle=30_000_000,
-        strategy="oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2 ] max_queue_delay_microseconds: 5000000 }",
-    ),
-    "short_idle": dict(corrid_type="TYPE_UINT64", idle=300_000, strategy=""),
+    "paired": {
+        "corrid_type": "TYPE_UINT64",
+        "idle": 30_000_000,
+        "strategy": "oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+        "max_queue_delay_microseconds: 5000000 }",
+    },
+    "short_idle": {"corrid_type": "TYPE_UINT64", "idle": 300_000, "strategy": ""},
 }
 
 

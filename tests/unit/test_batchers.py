@@ -296,7 +296,7 @@ async def test_override_may_only_shorten_the_default_timeout():
 
 
 async def test_failed_execute_fails_every_request_of_the_batch():
-    batcher, [inst], stats = dynamic(BATCHING + "dynamic_batching {}", [FakeInstance(fail=True)])
+    batcher, _, stats = dynamic(BATCHING + "dynamic_batching {}", [FakeInstance(fail=True)])
     senders = [await submit(batcher, request(f"r{i}")) for i in range(3)]
     for sender in senders:
         with pytest.raises(InternalError, match="model 'm' failed: boom"):
@@ -358,8 +358,10 @@ async def test_non_batching_model_runs_one_request_per_execute():
         ("dynamic_batching { preferred_batch_size: [ 0 ] }", "preferred size must be positive for m"),
         ("dynamic_batching { priority_levels: 2 default_priority_level: 3 }", r"default priority level must be in range \[1, 2\]"),
         (
-            "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
-            "priority_queue_policy { key: 5 value: {} } }",
+            (
+                "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+                "priority_queue_policy { key: 5 value: {} } }"
+            ),
             r"priority queue policy must have priority level in range \[1, 2\]",
         ),
     ],
@@ -370,7 +372,9 @@ async def test_bad_dynamic_batching_config_is_refused(text, message):
 
 
 async def test_stop_fails_queued_requests():
-    batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching { max_queue_delay_microseconds: 30000000 preferred_batch_size: 4 }")
+    batcher, _, _ = dynamic(
+        BATCHING + "dynamic_batching { max_queue_delay_microseconds: 30000000 preferred_batch_size: 4 }"
+    )
     sender = await submit(batcher, request("r0"))
     await settle()
     await batcher.stop()
@@ -423,7 +427,7 @@ def value(response: InferResponse, name: str = "OUTPUT"):
 
 
 async def test_sequence_state_and_controls_flow_between_requests():
-    batcher, [inst], _ = sequencer()
+    batcher, _, _ = sequencer()
     outs = []
     for i, (start, end) in enumerate([(True, False), (False, False), (False, True)]):
         sender = await submit(batcher, seq_request(f"r{i}", 7, 10 * (i + 1), start, end))
@@ -552,7 +556,7 @@ async def test_oldest_batches_across_sequences_and_keeps_each_in_order():
 
 
 async def test_oldest_respects_max_candidate_sequences():
-    batcher, [inst], _ = sequencer(mbs=4, strategy="oldest { max_candidate_sequences: 1 }")
+    batcher, _, _ = sequencer(mbs=4, strategy="oldest { max_candidate_sequences: 1 }")
     a = await submit(batcher, seq_request("a", 1, 1, start=True))
     b = await submit(batcher, seq_request("b", 2, 1, start=True))
     await a.future
@@ -610,3 +614,27 @@ async def test_injected_inputs_are_not_required_from_clients():
         bad = seq_request("b", 1, 1)
         bad.inputs.append(Tensor("STATE_IN", "INT32", (1, 1), np.zeros((1, 1), np.int32)))
         model.validate(bad)
+
+
+async def test_a_crashed_batch_loop_fails_waiting_requests_and_restarts():
+    batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching {}")
+    real = batcher.shape.compatible
+    calls = []
+
+    def broken(first, other):
+        calls.append(1)
+        raise RuntimeError("bad shape logic")
+
+    inst.gate = asyncio.Event()
+    first = await submit(batcher, request("r0"))
+    await settle()
+    batcher.shape.compatible = broken  # the next batch with two requests trips it
+    waiting = [await submit(batcher, request(f"r{i}")) for i in (1, 2)]
+    inst.gate.set()
+    await first.future
+    for sender in waiting:
+        with pytest.raises(InternalError, match="the batcher of model 'm' failed: bad shape logic"):
+            await sender.future
+    batcher.shape.compatible = real
+    again = await submit(batcher, request("r3"))
+    assert (await again.future).id == "r3"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
-from ..errors import InvalidArgumentError, UnavailableError
+from ..errors import InternalError, InvalidArgumentError, UnavailableError
 from ..responses import ResponseSender
 from ..stats import ModelStats
 from ..types import InferRequest
@@ -151,7 +151,18 @@ class DynamicBatcher(Scheduler):
             return
         if self._loop_task is None:
             self._loop_task = asyncio.create_task(self._batch_loop(), name=f"batcher:{self.model_name}")
+            self._loop_task.add_done_callback(self._loop_ended)
         self._arrived.set()
+
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        """A crashed batch loop must not leave requests waiting forever: fail them, restart later."""
+        self._loop_task = None
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("batcher of model '%s' failed", self.model_name, exc_info=task.exception())
+        error = InternalError(f"the batcher of model '{self.model_name}' failed: {task.exception()}")
+        for entry in self.queue.drain():
+            entry.sender.fail(error)
 
     def _wake_up(self) -> None:
         self._arrived.set()
@@ -198,10 +209,11 @@ class DynamicBatcher(Scheduler):
     # ---------------------------------------------------------------- shutdown
     async def stop(self) -> None:
         self._stopped = True
-        if self._loop_task is not None:
-            self._loop_task.cancel()
+        task = self._loop_task
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+                await task
         error = UnavailableError(f"model '{self.model_name}' was unloaded before the request ran")
         for entry in self.queue.drain():
             entry.sender.fail(error)

@@ -37,7 +37,7 @@ async def run_batch(
         for sender in senders:
             sender.fail(exc)
         return False
-    except Exception as exc:  # a backend bug must not escape as a bare exception
+    except Exception as exc:  # noqa: BLE001 (a backend bug must not escape as a bare exception)
         error = InternalError(f"model '{model_name}' failed: {exc}")
         for sender in senders:
             sender.fail(error)

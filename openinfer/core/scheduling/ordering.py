@@ -15,7 +15,7 @@ from ..types import InferResponse
 
 
 class _Group:
-    __slots__ = ("senders", "live")
+    __slots__ = ("live", "senders")
 
     def __init__(self) -> None:
         self.senders: list[HeldSender] = []
@@ -28,7 +28,7 @@ class _Group:
 class HeldSender(ResponseSender):
     """Forwards to the real sender now (oldest batch) or later (any younger batch)."""
 
-    __slots__ = ("inner", "group", "gate", "held")
+    __slots__ = ("gate", "group", "held", "inner")
 
     def __init__(self, inner: ResponseSender, group: _Group, gate: OrderedRelease) -> None:
         super().__init__(inner.request)

@@ -53,7 +53,7 @@ class QueuePolicy:
 class Entry:
     """One waiting request."""
 
-    __slots__ = ("request", "sender", "size", "enqueued_ns", "level", "timer", "delayed", "queued")
+    __slots__ = ("delayed", "enqueued_ns", "level", "queued", "request", "sender", "size", "timer")
 
     def __init__(self, request: InferRequest, sender: ResponseSender) -> None:
         self.request = request

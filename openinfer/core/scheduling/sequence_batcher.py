@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
-from ..errors import InvalidArgumentError, OpenInferError, UnavailableError
+from ..errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
 from ..responses import ResponseSender
 from ..stats import ModelStats
 from ..types import InferRequest, InferResponse, Tensor
@@ -57,7 +57,7 @@ def correlation_id(request: InferRequest) -> int | str:
 class Sequence:
     """One live sequence: its waiting requests, its state and where it runs."""
 
-    __slots__ = ("id", "pending", "state", "busy", "ended", "lane", "timer")
+    __slots__ = ("busy", "ended", "id", "lane", "pending", "state", "timer")
 
     def __init__(self, sequence_id: int | str) -> None:
         self.id = sequence_id
@@ -231,6 +231,16 @@ class SequenceBatcher(Scheduler):
                 else:
                     self._arm(sequence)
 
+    def loop_failed(self, task: asyncio.Task[None], sequences: list[Sequence]) -> None:
+        """A crashed batching loop must not leave requests waiting forever: fail them."""
+        if task.cancelled() or task.exception() is None:
+            return
+        log.error("sequence batcher of model '%s' failed", self.model_name, exc_info=task.exception())
+        error = InternalError(f"the sequence batcher of model '{self.model_name}' failed: {task.exception()}")
+        for sequence in sequences:
+            while sequence.pending:
+                sequence.pending.popleft().sender.fail(error)
+
     # ---------------------------------------------------------------- shutdown
     async def stop(self) -> None:
         self._stopped = True
@@ -301,6 +311,7 @@ class _Direct(_Strategy):
             return  # in the backlog until a slot frees
         if lane.task is None:
             lane.task = asyncio.create_task(self._lane_loop(lane), name=f"sequence-lane:{self.owner.model_name}")
+            lane.task.add_done_callback(lambda task: self._lane_ended(lane, task))
         lane.wake.set()
 
     def remove(self, sequence: Sequence) -> None:
@@ -316,6 +327,10 @@ class _Direct(_Strategy):
 
     def sequences(self) -> list[Sequence]:
         return [s for lane in self.lanes for s in lane.sequences] + list(self.backlog)
+
+    def _lane_ended(self, lane: _Lane, task: asyncio.Task[None]) -> None:
+        lane.task = None
+        self.owner.loop_failed(task, lane.sequences)
 
     async def _lane_loop(self, lane: _Lane) -> None:
         while True:
@@ -335,10 +350,11 @@ class _Direct(_Strategy):
 
     async def stop(self) -> None:
         for lane in self.lanes:
-            if lane.task is not None:
-                lane.task.cancel()
+            task = lane.task
+            if task is not None:
+                task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
-                    await lane.task
+                    await task
 
 
 class _Oldest(_Strategy):
@@ -367,6 +383,7 @@ class _Oldest(_Strategy):
     def ready(self, sequence: Sequence) -> None:
         if self.task is None:
             self.task = asyncio.create_task(self._loop(), name=f"sequence-oldest:{self.owner.model_name}")
+            self.task.add_done_callback(self._loop_ended)
         self.arrived.set()
 
     def remove(self, sequence: Sequence) -> None:
@@ -396,6 +413,10 @@ class _Oldest(_Strategy):
             self.running.add(task)
             task.add_done_callback(self.running.discard)
 
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        self.task = None
+        self.owner.loop_failed(task, list(self.candidates))
+
     async def _next_batch(self) -> list[Sequence]:
         while True:
             ready = [s for s in self.candidates if s.pending and not s.busy]
@@ -423,7 +444,8 @@ class _Oldest(_Strategy):
             self.arrived.set()
 
     async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        task = self.task
+        if task is not None:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.task
+                await task
