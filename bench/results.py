@@ -51,7 +51,9 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         f"({settings.get('validation')}). Each cell: throughput · p50/p99 latency. "
         "Windows of "
         f"{settings.get('interval_ms')} ms until three agree within "
-        f"{settings.get('stability')} % (at most {settings.get('max_trials')}).",
+        f"{settings.get('stability')} % (at most {settings.get('max_trials')}). Load average "
+        f"before the run: {settings.get('load_at_start', 0):.2f} (anything else running on "
+        "the machine shows up in these figures).",
         "",
         "MLServer runs twice, with its default worker process (`parallel_workers: 1`) and with "
         "`parallel_workers: 0` (model on the event loop); the faster of the two is the one "

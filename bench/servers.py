@@ -67,10 +67,13 @@ class Server:
             try:
                 ctl = connect(pending[0], self.url(pending[0]))
                 try:
-                    ctl.model_info(MODEL, "")
+                    ready = ctl.model_ready(MODEL, "")
                 finally:
                     ctl.close()
-                pending.pop(0)
+                if ready:
+                    pending.pop(0)
+                else:
+                    time.sleep(0.5)
             except (ControlError, OSError, ConnectionError):
                 time.sleep(0.5)
 

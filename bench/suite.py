@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     ns = parse(argv)
     protocols, sizes, concs = _csv(ns.protocols, str), _csv(ns.sizes), _csv(ns.concurrency)
+    load_at_start = os.getloadavg()[0]
     files = {size: write_data(size) for size in sizes}
     wrk = None
     if ns.http_driver == "wrk":
@@ -146,7 +148,7 @@ def main(argv: list[str]) -> int:
                         cells.append(cell)
         finally:
             server.stop()
-    settings = {"interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
+    settings = {"load_at_start": load_at_start, "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
                 "stability": ns.stability,
                 "validation": f"every response up to [1,4096], one in "
                               f"{ns.validate_every_large} above; status always"}

@@ -140,7 +140,6 @@ def run_v2(opts: Options, progress_enabled: bool = True) -> dict[str, Any]:
         "mode_note": mode + (", streaming" if opts.streaming else ""),
         "input_shapes": {s.name: list(s.shape) for s in info.inputs},
         "levels": [r.to_dict() for r in results],
-        "_results": results,
     }
 
 
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     from .control import ControlError
     from .report import table, to_csv
-    from .runner import RunError
+    from .runner import LevelResult, RunError
 
     try:
         doc = run_v2(opts, progress_enabled=not ns.no_progress)
@@ -169,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"openinfer bench: cannot reach {opts.url} ({opts.protocol}): {exc}",
               file=sys.stderr)
         return 1
-    results = doc.pop("_results")
+    results = [LevelResult(**level) for level in doc["levels"]]
     if ns.filename:
         Path(ns.filename).write_text(to_csv(results))
     if ns.json:

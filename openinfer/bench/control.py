@@ -40,6 +40,7 @@ class ModelInfo:
 class Control(Protocol):
     def server_metadata(self) -> dict[str, Any]: ...
     def model_info(self, model: str, version: str) -> ModelInfo: ...
+    def model_ready(self, model: str, version: str) -> bool: ...
     def stats(self, model: str, version: str) -> dict[str, list[int]] | None: ...
     def register_shm(self, name: str, key: str, byte_size: int) -> None: ...
     def unregister_shm(self, name: str) -> None: ...
@@ -118,6 +119,9 @@ class HttpControl:
             info.sequence = "sequence_batching" in cfg
         return info
 
+    def model_ready(self, model: str, version: str) -> bool:
+        return self._call("GET", self._model_path(model, version) + "/ready")[0] == 200
+
     def stats(self, model: str, version: str) -> dict[str, list[int]] | None:
         status, body = self._call("GET", self._model_path(model, version) + "/stats")
         if status != 200 or not isinstance(body, dict) or "model_stats" not in body:
@@ -189,6 +193,14 @@ class GrpcControl:
         info.decoupled = cfg.model_transaction_policy.decoupled
         info.sequence = cfg.HasField("sequence_batching")
         return info
+
+    def model_ready(self, model: str, version: str) -> bool:
+        try:
+            return self.stub.ModelReady(
+                self.pb.ModelReadyRequest(name=model, version=version), timeout=self.timeout
+            ).ready
+        except self.grpc.RpcError:
+            return False
 
     def stats(self, model: str, version: str) -> dict[str, list[int]] | None:
         try:

@@ -22,7 +22,7 @@ def table(results: list[LevelResult], header: dict[str, Any]) -> str:
     cols = [mode, "Infer/s", "Avg ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms"]
     if server:
         cols += ["Queue us", "In us", "Infer us", "Out us", "Srv n"]
-    cols += ["Client CPU"]
+    cols += ["Client CPU/procs"]
     rows = []
     for r in results:
         lat = r.latency_us

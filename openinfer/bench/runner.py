@@ -75,6 +75,7 @@ class Runner:
             slots = [max(1, int(s)) for s in split(max(opts.concurrency), self.n)]
         ctx = mp.get_context("spawn")
         self.counter = ctx.Array("q", self.n, lock=False)
+        self._windows_seen: list[list[Snapshot]] = []
         self.pipes = []
         self.procs = []
         for i in range(self.n):
@@ -168,7 +169,7 @@ class Runner:
         return res
 
     def _count_mode(self, label: str, res: LevelResult) -> list[list[Snapshot]]:
-        self._windows_seen: list[list[Snapshot]] = []
+        self._windows_seen = []
         target = self.opts.request_count
         last, last_t = -1, time.monotonic()
         while (done := self._count()) < target:

@@ -170,7 +170,9 @@ def _tensor_from_json(spec: TensorSpec, value: Any, shape: list[int]) -> Tensor:
     dtype = NUMPY[spec.datatype]
     if isinstance(value, dict):
         if "shape" in value:
-            shape = list(value["shape"])
+            given = list(value["shape"])
+            # perf_analyzer's files leave out the batch dimension of batching models.
+            shape = [shape[0]] + given if len(given) == len(shape) - 1 else given
         if "b64" in value:
             raw = base64.b64decode(value["b64"])
             if spec.datatype == "BYTES":

@@ -51,6 +51,7 @@ class HttpDriver:
                 self.bodies.append([self._body(r, row, s) for s in range(self.slots)])
             else:
                 self.bodies.append([self._body(r, row, 0)])
+        self._prepare()
         for c in self.conns:
             await c.open()
 
@@ -114,7 +115,7 @@ class HttpDriver:
                 headers["Inference-Header-Content-Length"] = str(json_len + len(prefix) - 1)
         return encode_request("POST", f"{self.host}:{self.port}", self.path, body, headers)
 
-    def prepare(self) -> None:
+    def _prepare(self) -> None:
         """Cache the full request bytes for the common case (no per-request parameters)."""
         self.cached = [
             [encode_request("POST", f"{self.host}:{self.port}", self.path, b, h) for b, h in row]

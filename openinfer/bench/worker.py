@@ -183,8 +183,6 @@ async def _serve(conn: Connection, worker: Worker) -> None:
                 return
 
     await worker.driver.setup()
-    if hasattr(worker.driver, "prepare"):
-        worker.driver.prepare()
     threading.Thread(target=read_pipe, daemon=True).start()
     conn.send(("ready", os.getpid()))
     while True:

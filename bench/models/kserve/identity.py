@@ -6,6 +6,7 @@ Run: ``python identity.py --model_name identity_fp32 --http_port P --grpc_port P
 import argparse
 
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer, model_server
+from kserve.utils.utils import generate_uuid
 
 
 class Identity(Model):
@@ -29,7 +30,7 @@ class Identity(Model):
             out.set_data_from_numpy(arr, binary_data=payload.from_grpc)
             outputs.append(out)
         return InferResponse(model_name=self.name, infer_outputs=outputs,
-                             response_id=payload.id)
+                             response_id=payload.id or generate_uuid())
 
 
 if __name__ == "__main__":
