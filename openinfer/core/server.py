@@ -199,6 +199,7 @@ class InferenceServer:
                 time.perf_counter_ns() - request.arrival_ns,
                 request.flags.get("queue_ns", 0),
                 request.flags.get("failure_reason", "BACKEND"),
+                compute=request.flags.get("compute"),
             )
             self._leave(model)
 
@@ -250,6 +251,7 @@ class InferenceServer:
                 request.flags.get("queue_ns", 0),
                 request.flags.get("failure_reason", "BACKEND"),
                 first_ns,
+                request.flags.get("compute"),
             )
             self._leave(model)
 

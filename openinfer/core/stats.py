@@ -87,9 +87,21 @@ class ModelStats:
         batch.compute_output.add(timing.compute_output_ns)
 
     def record_request(
-        self, ok: bool, total_ns: int, queue_ns: int, reason: str = "BACKEND", first_response_ns: int = 0
+        self,
+        ok: bool,
+        total_ns: int,
+        queue_ns: int,
+        reason: str = "BACKEND",
+        first_response_ns: int = 0,
+        compute: ExecutionTiming | None = None,
     ) -> None:
+        """A finished request; `compute` is the timing of the execution that ran it, if any."""
         self.last_inference_ms = time.time_ns() // 1_000_000
+        if not ok and compute is not None:
+            # Triton's compute counts cover successful requests only: give back this one's share.
+            self.compute_input.add(-compute.compute_input_ns, -1)
+            self.compute_infer.add(-compute.compute_infer_ns, -1)
+            self.compute_output.add(-compute.compute_output_ns, -1)
         if self.observer is not None:
             self.observer.request(ok, total_ns, queue_ns, first_response_ns or total_ns)
         if ok:
@@ -129,3 +141,12 @@ class ModelStats:
             ],
             "memory_usage": [],
         }
+
+
+def record_compute(requests: Any, start_ns: int, timing: ExecutionTiming) -> None:
+    """Schedulers call this after each execution: every request keeps its batch's timing (for the
+    statistics of failed requests) and sampled requests get their trace's compute timestamps."""
+    for request in requests:
+        request.flags["compute"] = timing
+        if request.trace is not None:
+            request.trace.compute(start_ns, timing)

@@ -242,13 +242,6 @@ def _tensor_text(array: np.ndarray, datatype: str) -> str:
     return ",".join(str(int(x)) for x in flat)
 
 
-def record_compute(requests: list[InferRequest], start_ns: int, timing: ExecutionTiming) -> None:
-    """Schedulers call this after an execution; it costs one check per request when off."""
-    for request in requests:
-        if request.trace is not None:
-            request.trace.compute(start_ns, timing)
-
-
 # ----------------------------------------------------------------------------- settings
 def _parse_int(key: str, text: str, low: int, high: int) -> int:
     match = _STOI.match(text)  # std::stoi: leading integer, trailing text ignored

@@ -6,7 +6,7 @@ import time
 
 from ..errors import InternalError, OpenInferError
 from ..responses import ResponseSender
-from ..stats import ModelStats
+from ..stats import ModelStats, record_compute
 from ..types import InferRequest
 from .base import InstancePool, Scheduler
 
@@ -34,5 +34,4 @@ class DirectScheduler(Scheduler):
         if timing is None:  # the backend records its own executions (LLM engines batch inside)
             return
         self.stats.record_execution(request.batch_size, 1, timing)
-        if request.trace is not None:
-            request.trace.compute(started, timing)
+        record_compute((request,), started, timing)

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from ..backend import ModelInstance
 from ..errors import InternalError, OpenInferError
 from ..responses import ResponseSender
-from ..stats import ModelStats
-from ..trace import record_compute
+from ..stats import ModelStats, record_compute
 from ..types import InferRequest
 
 
@@ -44,7 +43,7 @@ async def run_batch(
         return False
     if timing is not None:  # None: the backend records its own executions
         stats.record_execution(size, len(requests), timing)
-        record_compute(requests, started, timing)  # trace timestamps of sampled requests
+        record_compute(requests, started, timing)  # per-request timing for statistics and traces
     return True
 
 

@@ -105,8 +105,8 @@ class _Guard:
 class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
     """`inference.GRPCInferenceService` over the core."""
 
-    #: `--grpc-infer-response-compression-level`: applied to infer responses only, as Triton does.
-    response_compression: grpc.Compression | None = None
+    #: `--grpc-infer-response-compression-level` ("gzip"/"deflate"): infer responses only, as Triton.
+    response_compression: str | None = None
 
     def __init__(self, server: InferenceServer) -> None:
         self.server = server
@@ -140,7 +140,7 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
             core_request.parameters.pop("triton_enable_empty_final_response")
         response = await self.server.infer(core_request, decoupled_error=_DECOUPLED)
         if self.response_compression is not None:
-            context.set_compression(self.response_compression)
+            await _compress_responses(context, self.response_compression)
         return convert.to_response(response)
 
     async def ModelStreamInfer(self, request_iterator, context):
@@ -210,7 +210,7 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
 
         read_task = asyncio.create_task(reader())
         if self.response_compression is not None:
-            context.set_compression(self.response_compression)
+            await _compress_responses(context, self.response_compression)
         try:
             while True:
                 item = await outbox.get()
@@ -292,6 +292,12 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return pb.RepositoryModelUnloadResponse()
 
 
+async def _compress_responses(context: grpc.aio.ServicerContext, encoding: str) -> None:
+    # grpc.aio ignores `context.set_compression`; this initial-metadata key is how grpc's own
+    # servers ask the transport to compress one call's messages.
+    await context.send_initial_metadata((("grpc-internal-encoding-request", encoding),))
+
+
 def _resolved(loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
     future: asyncio.Future[None] = loop.create_future()
     future.set_result(None)
@@ -336,7 +342,9 @@ async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy
     """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets)."""
     grpc_server = grpc.aio.server(options=GRPC_OPTIONS)
     servicer_cls = guarded(InferenceServicer, access)
-    servicer_cls.response_compression = compression
+    servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
+        compression  # type: ignore[arg-type]
+    )
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), grpc_server)
     health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), grpc_server)
     for hook in extra or []:
