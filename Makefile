@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 REPO ?= examples/model_repository
+# PyFlink brings its own pinned dependencies, so it lives in a venv of its own.
+FLINK_VENV := .venv-flink
 
-.PHONY: install install-test serve test bench clean
+.PHONY: install install-test flink-venv serve test bench bench-flink clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,14 +18,24 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'
 
+$(FLINK_VENV)/.installed:
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install --quiet apache-flink==2.3.0
+	touch $@
+
+flink-venv: $(FLINK_VENV)/.installed
+
 serve: install
 	$(BIN)/openinfer serve --model-repository $(REPO)
 
-test: install-test
+test: install-test flink-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install-test
 	$(BIN)/python -m bench
 
+bench-flink: install-test flink-venv
+	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(FLINK_VENV) build *.egg-info

@@ -29,6 +29,15 @@ class TensorSpec:
     label_file: str = ""
 
 
+def _fold(specs: dict) -> dict[str, str]:
+    """Case-folded name -> name; "" marks a fold shared by two names (ambiguous)."""
+    folded: dict[str, str] = {}
+    for name in specs:
+        key = name.casefold()
+        folded[key] = "" if key in folded else name
+    return folded
+
+
 def _matches(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     if len(dims) != len(shape):
         return False
@@ -59,6 +68,7 @@ class LoadedModel:
         self.outputs: dict[str, TensorSpec] = {}
         self.labels: dict[str, list[str]] = {}
         self._inputs_folded: dict[str, str] = {}
+        self._outputs_folded: dict[str, str] = {}
         self._required_inputs = 0
         self.injected_inputs: frozenset[str] = frozenset()
         self.inflight = 0
@@ -88,11 +98,8 @@ class LoadedModel:
             )
             for t in config.output
         }
-        folded: dict[str, str] = {}
-        for name in self.inputs:
-            key = name.casefold()
-            folded[key] = "" if key in folded else name  # "" marks an ambiguous fold
-        self._inputs_folded = folded
+        self._inputs_folded = _fold(self.inputs)
+        self._outputs_folded = _fold(self.outputs)
         # Sequence control and state inputs come from the sequence batcher, not the client.
         self.injected_inputs = injected_input_names(config)
         self._required_inputs = sum(
@@ -132,8 +139,12 @@ class LoadedModel:
         """Exact name first, then a case-insensitive match when it is unambiguous."""
         if name in self.inputs:
             return name
-        folded = self._inputs_folded.get(name.casefold())
-        return folded or None
+        return self._inputs_folded.get(name.casefold()) or None
+
+    def resolve_output_name(self, name: str) -> str | None:
+        if name in self.outputs:
+            return name
+        return self._outputs_folded.get(name.casefold()) or None
 
     def validate(self, request: InferRequest) -> None:
         """Triton's request checks; sets `request.batch_size`. Raises INVALID_ARG."""
@@ -195,10 +206,12 @@ class LoadedModel:
         request.batch_size = max(batch_size, 0)
         if request.outputs:
             for output in request.outputs:
-                if output.name not in self.outputs:
+                resolved_output = self.resolve_output_name(output.name)
+                if resolved_output is None:
                     raise self._error(
                         request, f"unexpected inference output '{output.name}' for model '{self.name}'"
                     )
+                output.name = resolved_output
 
     def _shape_error(
         self, request: InferRequest, name: str, spec: TensorSpec, shape: tuple[int, ...]

@@ -78,12 +78,14 @@ def test_json_request_nested_flat_and_binary_mixed():
 @pytest.mark.parametrize(
     "doc, error, message",
     [
-        ({"inputs": [{"name": "A", "datatype": "BOOL", "shape": [1], "data": [1]}]}, InternalError, "non-boolean"),
-        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, InternalError, "non-integer"),
+        ({"inputs": [{"name": "A", "datatype": "BOOL", "shape": [1], "data": [1]}]}, InvalidArgumentError, "non-boolean"),
+        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, InvalidArgumentError, "non-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP16", "shape": [1], "data": [1]}]}, InvalidArgumentError, "FP16 data via JSON"),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InternalError, "non-unsigned-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [2]}]}, InvalidArgumentError, "no field is set"),
         ({"inputs": [], "parameters": {"triton_x": 1}}, InvalidArgumentError, "reserved for Triton"),
+        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [None]}]}, InvalidArgumentError, "Shape"),
+        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [2], "data": [1, None]}]}, InvalidArgumentError, "non-integer"),
     ],
 )
 def test_bad_json_requests(doc, error, message):

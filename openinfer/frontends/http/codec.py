@@ -64,18 +64,28 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
         )
     if not isinstance(data, list):
         data = [data]
+    # Data that does not fit the declared shape or type is the client's mistake: 400, where
+    # Triton answers 500. Clients such as Flink's provider retry 5xx and look for "shape".
+    mismatch = InvalidArgumentError(
+        f"Unable to parse 'data': Shape does not match true shape of 'data' field for input '{name}' "
+        f"(shape {list(shape)} holds {count} elements)"
+    )
     try:
         if datatype == "BYTES":
             flat = np.array(data, dtype=np.object_).reshape(-1)
+            if flat.size != count:
+                raise mismatch
             out = np.empty(flat.size, dtype=np.object_)
             for i, item in enumerate(flat):
                 if not isinstance(item, str):
-                    raise InternalError("attempt to access JSON non-string as string")
+                    raise InvalidArgumentError(f"attempt to access JSON non-string as string in input '{name}'")
                 out[i] = item.encode("utf-8")
             array = out
         else:
             array = np.array(data)
             kind = array.dtype.kind
+            if array.size != count:
+                raise mismatch
             if datatype == "UINT64" and kind in "fO":
                 array, kind = _uint64_array(data), "u"  # values past int64 make numpy pick float64
             if array.size:
@@ -86,23 +96,19 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
                 else:
                     ok, expected = kind in "iu", "integer"
                 if not ok:
-                    raise InternalError(
+                    raise InvalidArgumentError(
                         f"attempt to access JSON non-{expected} as {expected} in input '{name}'"
                     )
             array = array.astype(dt.numpy, copy=False) if array.dtype != dt.numpy else array
     except (ValueError, TypeError, OverflowError):
-        raise InternalError(
-            "Unable to parse 'data': Shape does not match true shape of 'data' field"
-        ) from None
-    if array.size != count:
-        raise InternalError("Unable to parse 'data': Shape does not match true shape of 'data' field")
+        raise mismatch from None
     return array.reshape(shape)
 
 
 def _uint64_array(data: list) -> np.ndarray:
     flat = np.array(data, dtype=np.object_).reshape(-1)
     if not all(isinstance(x, int) and not isinstance(x, bool) for x in flat):
-        raise InternalError("attempt to access JSON non-unsigned-integer as unsigned-integer")
+        raise InvalidArgumentError("attempt to access JSON non-unsigned-integer as unsigned-integer")
     return np.array(flat.tolist(), dtype=np.uint64)
 
 

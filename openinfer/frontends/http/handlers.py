@@ -15,13 +15,15 @@ from . import extensions
 from .codec import decode_request, encode_response, loads
 from .compression import choose_encoding, compress, decompress
 
-_MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
+# `latest` is what Flink's triton provider puts in the URL: the newest READY version.
+_MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+|latest))?"
 _DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
 def _model_args(req: HttpRequest) -> tuple[str, str]:
     assert req.match is not None
-    return unquote(req.match.group(1)), req.match.group(2) or ""
+    version = req.match.group(2) or ""
+    return unquote(req.match.group(1)), "" if version == "latest" else version
 
 
 def _header_length(value: str | None, body_length: int) -> int | None:
