@@ -130,8 +130,9 @@ class Runner:
                 cmd.concurrency = int(shares[i])
             else:
                 cmd.rate = float(shares[i])
-            if (cmd.concurrency or cmd.rate) and (opts.request_count <= 0 or cmd.request_count):
-                pipe.send(("run", cmd))
+            if opts.request_count > 0 and not cmd.request_count:
+                cmd.concurrency, cmd.rate = 0, 0.0
+            pipe.send(("run", cmd))  # idle workers too: every clock restarts together
         t0 = time.perf_counter()
         cpu: list[float] = []
         if opts.request_count > 0:
@@ -188,7 +189,9 @@ class Runner:
         opts = self.opts
         self._windows_seen = []
         self._sleep(label, opts.warmup_ms / 1000.0, 0, "warming up")
-        self._windows_seen.append(self._all("snap", reply="snap"))
+        warm = self._all("snap", reply="snap")
+        cpu.extend(s.cpu_s for s in warm)
+        self._windows_seen.append(warm)
         windows: list[list[Snapshot]] = []
         tput: list[float] = []
         lats: list[float] = []

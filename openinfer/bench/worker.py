@@ -154,7 +154,7 @@ class Worker:
         self._reset()
         if cmd.rate > 0:
             self.tasks = [asyncio.ensure_future(self._open_loop(cmd.rate, budget))]
-        else:
+        else:  # concurrency 0: an idle worker, started only so that its clocks restart
             self.tasks = [asyncio.ensure_future(self._closed_loop(s, budget))
                           for s in range(cmd.concurrency)]
 
