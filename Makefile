@@ -32,7 +32,7 @@ test: install-test flink-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: install-test
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench; status=$$?; $(BIN)/python -m bench.onnx_peers || status=1; exit $$status
 
 bench-flink: install-test flink-venv
 	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000

@@ -120,7 +120,6 @@ if __name__ == "__main__":
 
 def build_model() -> bytes:
     """INPUT0 -> Gemm -> Relu -> Gemm -> OUTPUT0, fixed random weights."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
@@ -278,8 +277,15 @@ def measure(server: Process, protocol: str, concurrency: int, ns: argparse.Names
 def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
     """A markdown table, with openinfer's throughput over each peer's in the same cell."""
     ours = {(c["protocol"], c["concurrency"]): c for c in cells if c["server"] == "openinfer" and "throughput" in c}
+    load = os.getloadavg()[0]
     lines = [
         f"### ONNX model ({MODEL}: MLP [1,{WIDTH}] -> [1,{CLASSES}], FP32, one session, one intra-op thread)",
+        "",
+        (
+            f"Written by `python -m bench.onnx_peers` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, "
+            f"load average {load:.1f} at the end). Throughput ratio = openinfer's infer/s over the peer's "
+            "for the same protocol and concurrency; `unstable` = windows did not agree within the limit."
+        ),
         "",
         "| server | protocol | concurrency | infer/s | p50 ms | p99 ms | openinfer / this |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -289,7 +295,8 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
             lines.append(f"| {c['label']} | {c['protocol']} | {c['concurrency']} | failed: {c['error']} | | | |")
             continue
         mine = ours.get((c["protocol"], c["concurrency"]))
-        ratio = f"{mine['throughput'] / c['throughput']:.2f}x" if mine and c["throughput"] else ""
+        peer = c["server"] != "openinfer"
+        ratio = f"{mine['throughput'] / c['throughput']:.2f}x" if peer and mine and c["throughput"] else ""
         stable = "" if c["stable"] else " (unstable)"
         lines.append(
             f"| {c['label']} | {c['protocol']} | {c['concurrency']} | {c['throughput']:.0f}{stable} | "
