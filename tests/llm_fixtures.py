@@ -114,9 +114,15 @@ def _copy_tokenizer(src: Path, dst: Path) -> None:
 
 
 def build_tiny_llama(
-    out: Path, tokenizer_dir: Path, *, seed: int = 0, generation_config: dict | None = None
+    out: Path,
+    tokenizer_dir: Path,
+    *,
+    seed: int = 0,
+    generation_config: dict | None = None,
+    **sizes: int,
 ) -> Path:
-    """A 2-layer Llama with random weights, saved with its tokenizer and generation config."""
+    """A 2-layer Llama with random weights, saved with its tokenizer and generation config.
+    `sizes` override LlamaConfig fields (GPU kernels want head_dim >= 32: hidden_size=256)."""
     import torch
     from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -135,6 +141,8 @@ def build_tiny_llama(
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
     )
+    for key, value in sizes.items():
+        setattr(config, key, value)
     model = LlamaForCausalLM(config)
     with torch.no_grad():  # larger logits so greedy picks are stable and adapters show
         model.lm_head.weight.mul_(8.0)
@@ -151,7 +159,7 @@ def build_tiny_llama(
     return out
 
 
-def build_tiny_bert(out: Path, tokenizer_dir: Path, *, seed: int = 0) -> Path:
+def build_tiny_bert(out: Path, tokenizer_dir: Path, *, seed: int = 0, **sizes: int) -> Path:
     """A 2-layer BERT-style encoder with random weights, for the embeddings path."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
@@ -167,6 +175,8 @@ def build_tiny_bert(out: Path, tokenizer_dir: Path, *, seed: int = 0) -> Path:
         max_position_embeddings=512,
         pad_token_id=tokenizer.pad_token_id,
     )
+    for key, value in sizes.items():
+        setattr(config, key, value)
     out.mkdir(parents=True, exist_ok=True)
     BertModel(config).save_pretrained(out)
     _copy_tokenizer(tokenizer_dir, out)

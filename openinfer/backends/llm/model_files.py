@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.backend import ModelContext
-from ...core.errors import InvalidArgumentError
+from ...core.errors import InternalError, InvalidArgumentError
 
 ENGINE_ARGS_FILE = "model.json"
 MULTI_LORA_FILE = "multi_lora.json"
@@ -94,3 +94,13 @@ def read_model_files(ctx: ModelContext) -> ModelFiles:
         files.loras = {name: _resolve(value, ctx) for name, value in loras.items()}
         files.lora_enabled = True
     return files
+
+
+def check_lora(name: str | None, files: ModelFiles, supported: list[str]) -> None:
+    """Triton's vLLM-backend messages for a LoRA the model does not have."""
+    if name is None:
+        return
+    if not files.lora_enabled:
+        raise InternalError("LoRA feature is not enabled.")
+    if name not in supported:
+        raise InternalError(f"LoRA {name} is not supported, we currently support {supported}")

@@ -130,9 +130,12 @@ def sample(logits: torch.Tensor, rows: list[Row], eos_ids: list[int]) -> list[Ch
 
 
 def logprob_entry(choice: Choice, decode: Any) -> dict[str, dict[str, Any]]:
-    """Triton's per-token form: {token_id: {logprob, rank, decoded_token}}, sampled token first."""
+    """Triton's per-token form: {token_id: {logprob, rank, decoded_token}}, the sampled token
+    first and marked `"chosen": true` (under sampling it need not be rank 1)."""
     entry = {
-        str(choice.token): {"logprob": choice.logprob, "rank": choice.rank, "decoded_token": decode(choice.token)}
+        str(choice.token): {
+            "logprob": choice.logprob, "rank": choice.rank, "decoded_token": decode(choice.token), "chosen": True
+        }
     }
     for token, logprob, rank in choice.top or []:
         if str(token) not in entry:

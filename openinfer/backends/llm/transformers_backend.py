@@ -16,27 +16,17 @@ import asyncio
 import logging
 
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
-from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
+from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.responses import ResponseSender
 from ...core.types import InferRequest
 from . import hf_model, interface
 from .embeddings import EmbeddingEngine, EmbedJob
 from .engine import BASE_ADAPTER, GenerationEngine, Group
 from .engine_thread import EngineThread
-from .model_files import ModelFiles, read_model_files
+from .model_files import ModelFiles, check_lora, read_model_files
 from .sampling import load_parameters, parse_sampling
 
 log = logging.getLogger("openinfer.llm")
-
-
-def check_lora(name: str | None, files: ModelFiles, supported: list[str]) -> None:
-    """Triton's vLLM-backend messages for a LoRA the model does not have."""
-    if name is None:
-        return
-    if not files.lora_enabled:
-        raise InternalError("LoRA feature is not enabled.")
-    if name not in supported:
-        raise InternalError(f"LoRA {name} is not supported, we currently support {supported}")
 
 
 class TransformersInstance(ModelInstance):
