@@ -7,7 +7,7 @@ exact-text assertions through the OpenAI frontend.
   `#params#`          answer the sampling parameters it received, as sorted JSON
   `#fail#`            stream two tokens, then fail the request
   `#slow#`            sleep 20 ms before each token
-  `#long#`            answer 400 tokens, one every 20 ms, until cancelled
+  `#long#`            answer 150 tokens, one every 20 ms
 A guided_json schema makes it answer a value that fits the schema (first enum value, "x"
 strings, 1 for numbers). Tokens are whitespace-separated words; `max_tokens` and `stop` are
 honoured with finish reasons "length" / "stop".
@@ -120,7 +120,7 @@ class TritonPythonModel:
         elif "#say:" in prompt:
             text = prompt.split("#say:", 1)[1].split("#", 1)[0]
         elif "#long#" in prompt:
-            text = " tick" * 400
+            text = " tick" * 150
         else:
             text = prompt
         tokens = WORD.findall(text)

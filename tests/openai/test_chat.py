@@ -256,7 +256,7 @@ def _stats(server) -> dict:
 
 
 async def test_client_disconnect_cancels_the_request(llama3_server):
-    """The mock would stream 400 tokens (8 s); closing the stream after 3 chunks abandons it."""
+    """The mock would stream 150 tokens (3 s); closing the stream after 3 chunks abandons it."""
     before = _stats(llama3_server)
     client = llama3_server.async_client()
     stream = await client.chat.completions.create(
