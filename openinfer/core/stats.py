@@ -146,7 +146,9 @@ class ModelStats:
 def record_compute(requests: Any, start_ns: int, timing: ExecutionTiming) -> None:
     """Schedulers call this after each execution: every request keeps its batch's timing (for the
     statistics of failed requests) and sampled requests get their trace's compute timestamps."""
+    end_ns = 0
     for request in requests:
         request.flags["compute"] = timing
         if request.trace is not None:
-            request.trace.compute(start_ns, timing)
+            end_ns = end_ns or time.perf_counter_ns()
+            request.trace.compute(start_ns, timing, end_ns)

@@ -183,18 +183,20 @@ class Trace:
         if response.error is None:
             self.record_tensors("TENSOR_BACKEND_OUTPUT", response.outputs)
 
-    def compute(self, start_ns: int, timing: ExecutionTiming) -> None:
-        """The compute timestamps of one execution, from its start and the backend's durations."""
+    def compute(self, start_ns: int, timing: ExecutionTiming, end_ns: int | None = None) -> None:
+        """The compute timestamps of one execution: its real start and end, with the backend's
+        input and output durations marking the inner two (transfers count as inference)."""
         if not self.level & TIMESTAMPS:
             return
-        input_end = start_ns + timing.compute_input_ns
-        output_start = input_end + timing.compute_infer_ns
+        end = time.perf_counter_ns() if end_ns is None else end_ns
+        input_end = min(start_ns + timing.compute_input_ns, end)
+        output_start = max(end - timing.compute_output_ns, input_end)
         self.stamps.extend(
             (
                 (start_ns, "COMPUTE_START"),
                 (input_end, "COMPUTE_INPUT_END"),
                 (output_start, "COMPUTE_OUTPUT_START"),
-                (output_start + timing.compute_output_ns, "COMPUTE_END"),
+                (end, "COMPUTE_END"),
             )
         )
 

@@ -83,7 +83,7 @@ def test_sampling_rate_count_and_files(tmp_path):
             continue
         assert request.trace is sampled
         sampled.queued(request)
-        record_compute([request], 1_000, ExecutionTiming(10, 20, 30))
+        sampled.compute(1_000, ExecutionTiming(10, 20, 30), 1_100)
         output = Tensor("Y", "BYTES", (2,), np.array([b"a", b"b"], dtype=np.object_))
         sampled.responded(InferResponse("m", "3", outputs=[output]))
         sampled.finish(5_000)
@@ -97,11 +97,24 @@ def test_sampling_rate_count_and_files(tmp_path):
     stamps = {e["timestamps"][0]["name"]: e["timestamps"][0]["ns"] for e in first if "timestamps" in e}
     assert stamps["REQUEST_START"] == 101 and stamps["REQUEST_END"] == 5_000
     assert (stamps["COMPUTE_START"], stamps["COMPUTE_INPUT_END"], stamps["COMPUTE_OUTPUT_START"], stamps["COMPUTE_END"]) == (
-        1_000, 1_010, 1_030, 1_060
+        1_000, 1_010, 1_070, 1_100
     )
     tensors = {e["activity"]: e["tensor"] for e in first if "activity" in e}
     assert tensors["TENSOR_QUEUE_INPUT"] == {"name": "X", "data": "0.5,2", "shape": "2", "dtype": "FP32"}
     assert tensors["TENSOR_BACKEND_OUTPUT"]["data"] == '"a","b"'
+
+
+def test_schedulers_hook_records_timing_and_stamps():
+    timing = ExecutionTiming(1, 2, 3)
+    plain = _request()
+    record_compute([plain], 10, timing)
+    assert plain.flags["compute"] is timing and plain.trace is None
+    manager = trace.TraceManager(level=trace.TIMESTAMPS, rate=1, file="/dev/null")
+    traced = _request()
+    manager.sample(traced, MODEL)
+    record_compute([traced], 10, timing)
+    names = [name for _, name in traced.trace.stamps]
+    assert names == ["REQUEST_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END"]
 
 
 def test_pending_traces_go_to_the_file_at_shutdown(tmp_path):

@@ -17,7 +17,7 @@ import orjson
 from ...core.errors import InvalidArgumentError, OpenInferError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
-from .compression import decompress
+from .compression import UnsupportedEncodingError, decompress
 
 log = logging.getLogger("openinfer.http")
 
@@ -125,6 +125,8 @@ class HttpApp:
             response = await route.handler(HttpRequest(method, path, headers, body, match))
         except OpenInferError as exc:
             response = error_response(exc.status.http, exc.message)
+            if isinstance(exc, UnsupportedEncodingError):
+                response.headers.append((b"accept-encoding", exc.accept_encoding))
         except Exception as exc:  # a bug must still answer in the protocol's format
             log.exception("unhandled error on %s %s", method, path)
             response = error_response(status_of(exc).http, f"internal error: {exc}")

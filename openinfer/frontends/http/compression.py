@@ -8,13 +8,19 @@ import zlib
 from ...core.errors import InvalidArgumentError, UnsupportedError
 
 
+class UnsupportedEncodingError(UnsupportedError):
+    """A request body in an encoding we cannot inflate; the answer lists the ones we can."""
+
+    accept_encoding = b"gzip, deflate"
+
+
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     """Inflate a request body (gzip or zlib container), refusing to grow past `limit` bytes."""
     if not encoding or encoding.strip().lower() == "identity":
         return body
     kind = encoding.strip().lower()
     if kind not in ("gzip", "deflate"):
-        raise UnsupportedError("Unsupported compression type")
+        raise UnsupportedEncodingError("Unsupported compression type")
     inflater = zlib.decompressobj(15 | 32)  # auto-detect gzip or zlib headers
     try:
         out = inflater.decompress(body, limit + 1)

@@ -174,7 +174,11 @@ def install(app: HttpApp) -> None:
             doc = loads(req.body)
             params = doc.get("parameters", {}) if isinstance(doc, dict) else {}
             value = params.get("unload_dependents", False) if isinstance(params, dict) else False
-            dependents = bool(value)
+            if not isinstance(value, bool):
+                raise InternalError(
+                    "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean"
+                )
+            dependents = value
         await server.unload_model(name, dependents)
         return HttpResponse(200, b"")
 
