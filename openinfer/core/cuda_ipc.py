@@ -64,7 +64,11 @@ class CtypesRuntime:
     def __init__(self, path: str) -> None:
         lib = ctypes.CDLL(path)
         lib.cudaSetDevice.argtypes = [ctypes.c_int]
-        lib.cudaIpcOpenMemHandle.argtypes = [ctypes.POINTER(ctypes.c_void_p), _IpcHandle, ctypes.c_uint]
+        lib.cudaIpcOpenMemHandle.argtypes = [
+            ctypes.POINTER(ctypes.c_void_p),
+            _IpcHandle,
+            ctypes.c_uint,
+        ]
         lib.cudaIpcCloseMemHandle.argtypes = [ctypes.c_void_p]
         lib.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         lib.cudaGetErrorString.argtypes = [ctypes.c_int]
@@ -80,7 +84,9 @@ class CtypesRuntime:
         pointer = ctypes.c_void_p()
         self._check(
             self.lib.cudaIpcOpenMemHandle(
-                ctypes.byref(pointer), _IpcHandle.from_buffer_copy(bytes(handle)), _LAZY_ENABLE_PEER_ACCESS
+                ctypes.byref(pointer),
+                _IpcHandle.from_buffer_copy(bytes(handle)),
+                _LAZY_ENABLE_PEER_ACCESS,
             )
         )
         return int(pointer.value or 0)

@@ -98,7 +98,9 @@ class LogSettings:
         if fmt is not None and fmt not in FORMATS:
             raise InvalidArgumentError(f"invalid argument for log_format, got: {fmt}")
         level = changes.get("log_verbose_level")
-        if level is not None and (isinstance(level, bool) or not isinstance(level, int) or level < 0):
+        if level is not None and (
+            isinstance(level, bool) or not isinstance(level, int) or level < 0
+        ):
             raise InvalidArgumentError("'log_verbose_level' must be a non-negative integer")
         for key in ("log_info", "log_warning", "log_error", "log_verbose_level", "log_format"):
             if key in changes:
@@ -119,6 +121,8 @@ class LogSettings:
         root = logging.getLogger()
         root.handlers[:] = [self._handler]
         root.setLevel(logging.INFO)
-        logging.getLogger("openinfer").setLevel(logging.DEBUG if self.log_verbose_level > 0 else logging.INFO)
+        logging.getLogger("openinfer").setLevel(
+            logging.DEBUG if self.log_verbose_level > 0 else logging.INFO
+        )
         for name in _NOISY:
             logging.getLogger(name).setLevel(logging.WARNING)

@@ -86,14 +86,20 @@ class _Region:
 
 
 class _SystemRegion(_Region):
-    def __init__(self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None) -> None:
+    def __init__(
+        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None
+    ) -> None:
         super().__init__(name, byte_size)
         self.key = key
         self.offset = offset
         self._mapping = mapping
         # The window [offset, offset + byte_size) of the mapping; mmap offsets must be
         # page-aligned, so the mapping starts at 0 and the window is a slice of it.
-        self.view = memoryview(mapping)[offset : offset + byte_size] if mapping is not None else memoryview(b"")
+        self.view = (
+            memoryview(mapping)[offset : offset + byte_size]
+            if mapping is not None
+            else memoryview(b"")
+        )
 
     def read(self, offset: int, byte_size: int) -> memoryview:
         return self.view[offset : offset + byte_size]
@@ -121,7 +127,9 @@ class _SystemRegion(_Region):
 class _CudaRegion(_Region):
     kind = "cuda"
 
-    def __init__(self, name: str, device_id: int, byte_size: int, pointer: int, runtime: Any) -> None:
+    def __init__(
+        self, name: str, device_id: int, byte_size: int, pointer: int, runtime: Any
+    ) -> None:
         super().__init__(name, byte_size)
         self.device_id = device_id
         self.pointer = pointer
@@ -194,7 +202,9 @@ class SharedMemoryManager:
     def register_system(self, name: str, key: str, offset: int, byte_size: int) -> None:
         self.require_client_access()
         if not name:
-            raise InvalidArgumentError("'region name' is necessary to register system shared memory region")
+            raise InvalidArgumentError(
+                "'region name' is necessary to register system shared memory region"
+            )
         stripped = key.lstrip("/")
         for prefix in RESERVED_KEY_PREFIXES:
             if key.startswith(prefix) or stripped.startswith(prefix):
@@ -228,9 +238,13 @@ class SharedMemoryManager:
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         self.require_client_access()
         if not name:
-            raise InvalidArgumentError("'region name' is necessary to register cuda shared memory region")
+            raise InvalidArgumentError(
+                "'region name' is necessary to register cuda shared memory region"
+            )
         if len(raw_handle) != CUDA_IPC_HANDLE_SIZE:
-            raise InvalidArgumentError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+            raise InvalidArgumentError(
+                "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+            )
         runtime = self._cuda_runtime(name)
         with self._lock:
             if name in self._regions:
@@ -289,7 +303,7 @@ class SharedMemoryManager:
     def _status(self, name: str, kind: type[_Region]) -> list[_Region]:
         with self._lock:
             if not name:
-                return [r for r in self._regions.values() if isinstance(r, kind)]
+                return [r for r in list(self._regions.values()) if isinstance(r, kind)]
             region = self._regions.get(name)
             label = "cuda" if kind is _CudaRegion else "system"
             if region is None:
@@ -335,7 +349,9 @@ class SharedMemoryManager:
         """
         region_name, offset, byte_size = _shm_params(params, name)
         region = self._lookup(region_name, offset, byte_size)
-        return datatypes.from_wire_bytes(region.read(offset, byte_size), datatype, shape, name=name, model=model)
+        return datatypes.from_wire_bytes(
+            region.read(offset, byte_size), datatype, shape, name=name, model=model
+        )
 
     def pin(self, request: InferRequest) -> None:
         """Hold the regions a request uses until `release` (output regions are checked here)."""
@@ -350,7 +366,9 @@ class SharedMemoryManager:
                         holds.append(_Hold(self, region))
             for output in request.outputs or ():
                 if output.shm_region is not None:
-                    region = self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
+                    region = self._lookup(
+                        output.shm_region, output.shm_offset, output.shm_byte_size
+                    )
                     outputs[output.name] = _Hold(self, region)
                     holds.append(outputs[output.name])
         except BaseException:
@@ -366,7 +384,9 @@ class SharedMemoryManager:
         for hold in request.flags.pop("shm_holds", ()):
             hold.release()
 
-    def write_output(self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None) -> None:
+    def write_output(
+        self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None
+    ) -> None:
         """Write an output's wire bytes into its region; too small a region is Triton's INTERNAL."""
         assert requested.shm_region is not None and tensor.data is not None
         data = datatypes.to_wire_bytes(tensor.data, tensor.datatype)
@@ -377,8 +397,10 @@ class SharedMemoryManager:
                 f"({requested.shm_byte_size} bytes) should be at least {size} bytes to hold the results"
             )
         hold = holds.get(requested.name) if holds else None
-        region = hold.region if hold is not None else self._lookup(
-            requested.shm_region, requested.shm_offset, requested.shm_byte_size
+        region = (
+            hold.region
+            if hold is not None
+            else self._lookup(requested.shm_region, requested.shm_offset, requested.shm_byte_size)
         )
         if size:
             region.write(requested.shm_offset, data)
@@ -397,14 +419,20 @@ def _uint(params: dict[str, Any], key: str, default: int | None, tensor: str) ->
             f"'{key}' must be specified along with 'shared_memory_region' parameter for tensor '{tensor}'"
         )
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(f"Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer")
+        raise InvalidArgumentError(
+            f"Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer"
+        )
     return value
 
 
 def _shm_params(params: dict[str, Any], tensor: str) -> tuple[str, int, int]:
     region = params.get("shared_memory_region")
     if not isinstance(region, str):
-        raise InvalidArgumentError(f"Unable to parse 'shared_memory_region' of tensor '{tensor}': expected a string")
-    return region, _uint(params, "shared_memory_offset", 0, tensor), _uint(
-        params, "shared_memory_byte_size", None, tensor
+        raise InvalidArgumentError(
+            f"Unable to parse 'shared_memory_region' of tensor '{tensor}': expected a string"
+        )
+    return (
+        region,
+        _uint(params, "shared_memory_offset", 0, tensor),
+        _uint(params, "shared_memory_byte_size", None, tensor),
     )

@@ -155,9 +155,11 @@ class TraceSetting:
 class Trace:
     """The trace of one request: Triton's JSON objects, written when the request ends."""
 
-    __slots__ = ("id", "setting", "level", "header", "stamps", "tensors")
+    __slots__ = ("header", "id", "level", "setting", "stamps", "tensors")
 
-    def __init__(self, trace_id: int, setting: TraceSetting, model: str, version: int, request_id: str) -> None:
+    def __init__(
+        self, trace_id: int, setting: TraceSetting, model: str, version: int, request_id: str
+    ) -> None:
         self.id = trace_id
         self.setting = setting
         self.level = setting.level
@@ -234,7 +236,9 @@ def _tensor_text(array: np.ndarray, datatype: str) -> str:
         return ""
     if datatype == "BYTES":
         return ",".join(
-            '"' + (x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x)) + '"'
+            '"'
+            + (x.decode("utf-8", "replace") if isinstance(x, (bytes, bytearray)) else str(x))
+            + '"'
             for x in flat
         )
     if datatype == "BOOL":
@@ -251,7 +255,9 @@ def _parse_int(key: str, text: str, low: int, high: int) -> int:
         raise InvalidArgumentError(f"Unable to parse '{key}', got: {text}")
     value = int(match.group())
     if key == "trace_count" and value < low:
-        raise InvalidArgumentError(f"Unable to parse 'trace_count'. Expecting value >= {low}, got:{text}")
+        raise InvalidArgumentError(
+            f"Unable to parse 'trace_count'. Expecting value >= {low}, got:{text}"
+        )
     if not low <= value <= high:
         raise InvalidArgumentError(
             f"Unable to parse '{key}', value is out of range [ {low}, {high} ], got: {text}"
@@ -300,10 +306,15 @@ class TraceManager:
     """Global and per-model trace settings; hands out traces for sampled requests."""
 
     def __init__(
-        self, level: int = OFF, rate: int = 1000, count: int = -1, log_frequency: int = 0, file: str = ""
+        self,
+        level: int = OFF,
+        rate: int = 1000,
+        count: int = -1,
+        log_frequency: int = 0,
+        file: str = "",
     ) -> None:
         self._files: dict[str, TraceFile] = {}
-        defaults = dict(level=level, rate=rate, count=count, log_frequency=log_frequency)
+        defaults = {"level": level, "rate": rate, "count": count, "log_frequency": log_frequency}
         self.global_default = TraceSetting(**defaults, file=self._file(file))
         self.global_setting = TraceSetting(**defaults, file=self._file(file))
         self.model_settings: dict[str, TraceSetting] = {}
@@ -321,7 +332,9 @@ class TraceManager:
             head, eq, value = spec.partition("=")
             mode, _, key = head.rpartition(",")
             if not eq or not key:
-                raise ValueError(f"--trace-config '{spec}' must look like [<mode>,]<setting>=<value>")
+                raise ValueError(
+                    f"--trace-config '{spec}' must look like [<mode>,]<setting>=<value>"
+                )
             if mode == "opentelemetry" or (not mode and key == "mode" and value != "triton"):
                 raise ValueError("only the 'triton' trace mode is supported")
             try:
@@ -339,12 +352,16 @@ class TraceManager:
                     elif value.upper() in _LEVEL_NAMES:
                         level |= _LEVEL_NAMES[value.upper()]
                     else:
-                        raise ValueError(f"unknown trace level '{value}' (OFF, TIMESTAMPS, TENSORS)")
+                        raise ValueError(
+                            f"unknown trace level '{value}' (OFF, TIMESTAMPS, TENSORS)"
+                        )
                 elif not (not mode and key == "mode"):
                     raise ValueError(f"unknown trace setting '{spec}'")
             except ValueError as exc:
                 if "invalid literal" in str(exc):
-                    raise ValueError(f"--trace-config '{spec}': '{value}' is not an integer") from None
+                    raise ValueError(
+                        f"--trace-config '{spec}': '{value}' is not an integer"
+                    ) from None
                 raise
         if rate < 0 or count < -1 or frequency < 0:
             raise ValueError("--trace-config: rate and log-frequency must be >= 0, count >= -1")
@@ -357,11 +374,17 @@ class TraceManager:
         return file
 
     def _refresh(self) -> None:
-        self.enabled = self.global_setting.active or any(s.active for s in self.model_settings.values())
+        self.enabled = self.global_setting.active or any(
+            s.active for s in self.model_settings.values()
+        )
 
     # --------------------------------------------------------------- settings
     def setting_for(self, model_name: str = "") -> TraceSetting:
-        return self.model_settings.get(model_name, self.global_setting) if model_name else self.global_setting
+        return (
+            self.model_settings.get(model_name, self.global_setting)
+            if model_name
+            else self.global_setting
+        )
 
     def settings(self, model_name: str = "") -> dict[str, Any]:
         return self.setting_for(model_name).as_dict()
@@ -398,11 +421,17 @@ class TraceManager:
             else:
                 self._fallback_models.add(model_name)
         setting = TraceSetting(
-            values["level"], values["rate"], values["count"], values["log_frequency"],
-            values["file"], frozenset(specified),
+            values["level"],
+            values["rate"],
+            values["count"],
+            values["log_frequency"],
+            values["file"],
+            frozenset(specified),
         )
         if setting.invalid_reason and setting.level != OFF:
-            raise InvalidArgumentError(f"Attempting to set invalid trace setting :{setting.invalid_reason}")
+            raise InvalidArgumentError(
+                f"Attempting to set invalid trace setting :{setting.invalid_reason}"
+            )
         if model_name:
             old = self.model_settings.get(model_name)
             self.model_settings[model_name] = setting

@@ -11,6 +11,7 @@ Labels are written sorted, as prometheus-cpp writes them, so Triton's dashboards
 from __future__ import annotations
 
 import bisect
+import math
 import os
 import threading
 import time
@@ -25,18 +26,48 @@ from ..core.server import InferenceServer
 from ..core.stats import ExecutionTiming, ModelStats
 
 _LATENCY_COUNTERS = (
-    ("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)"),
-    ("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)"),
-    ("nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds (does not include cached requests)"),
-    ("nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds (does not include cached requests)"),
-    ("nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
+    (
+        "nv_inference_request_duration_us",
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+    ),
+    (
+        "nv_inference_queue_duration_us",
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+    ),
+    (
+        "nv_inference_compute_input_duration_us",
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
+    ),
+    (
+        "nv_inference_compute_infer_duration_us",
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
+    ),
+    (
+        "nv_inference_compute_output_duration_us",
+        "Cumulative inference compute output duration in microseconds (does not include cached requests)",
+    ),
 )
 _SUMMARIES = (
-    ("nv_inference_request_summary_us", "Summary of inference request duration in microseconds (includes cached requests)"),
-    ("nv_inference_queue_summary_us", "Summary of inference queuing duration in microseconds (includes cached requests)"),
-    ("nv_inference_compute_input_summary_us", "Summary of compute input duration in microseconds (does not include cached requests)"),
-    ("nv_inference_compute_infer_summary_us", "Summary of compute inference duration in microseconds (does not include cached requests)"),
-    ("nv_inference_compute_output_summary_us", "Summary of inference compute output duration in microseconds (does not include cached requests)"),
+    (
+        "nv_inference_request_summary_us",
+        "Summary of inference request duration in microseconds (includes cached requests)",
+    ),
+    (
+        "nv_inference_queue_summary_us",
+        "Summary of inference queuing duration in microseconds (includes cached requests)",
+    ),
+    (
+        "nv_inference_compute_input_summary_us",
+        "Summary of compute input duration in microseconds (does not include cached requests)",
+    ),
+    (
+        "nv_inference_compute_infer_summary_us",
+        "Summary of compute inference duration in microseconds (does not include cached requests)",
+    ),
+    (
+        "nv_inference_compute_output_summary_us",
+        "Summary of inference compute output duration in microseconds (does not include cached requests)",
+    ),
 )
 _HISTOGRAM = "nv_inference_first_response_histogram_ms"
 _HISTOGRAM_BUCKETS_MS = (100.0, 500.0, 2000.0, 5000.0)
@@ -121,9 +152,21 @@ class LatencyObserver:
         if not self.config.summary_latencies:
             return
         with self.lock:
-            self._observe("nv_inference_compute_input_summary_us", timing.compute_input_ns / 1000, request_count)
-            self._observe("nv_inference_compute_infer_summary_us", timing.compute_infer_ns / 1000, request_count)
-            self._observe("nv_inference_compute_output_summary_us", timing.compute_output_ns / 1000, request_count)
+            self._observe(
+                "nv_inference_compute_input_summary_us",
+                timing.compute_input_ns / 1000,
+                request_count,
+            )
+            self._observe(
+                "nv_inference_compute_infer_summary_us",
+                timing.compute_infer_ns / 1000,
+                request_count,
+            )
+            self._observe(
+                "nv_inference_compute_output_summary_us",
+                timing.compute_output_ns / 1000,
+                request_count,
+            )
 
     def quantiles(self, name: str) -> tuple[list[tuple[float, float]], float, int]:
         """(quantile, value) over the last minute, plus the running sum and count."""
@@ -163,26 +206,60 @@ def _family(name: str, doc: str, kind: str) -> Metric:
 class TritonCollector:
     """Turns every loaded model's stats into Triton's metric families."""
 
-    def __init__(self, server: InferenceServer, config: MetricsConfig | None = None, cpu: bool = True) -> None:
+    def __init__(
+        self, server: InferenceServer, config: MetricsConfig | None = None, cpu: bool = True
+    ) -> None:
         self.server = server
         self.config = config or MetricsConfig()
         self.cpu = _CpuSampler() if cpu else None
 
     def collect(self) -> Iterator[Metric]:
         models = self.server.repository.loaded_models()
-        success = _family("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "counter")
-        failure = _family("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter")
-        count = _family("nv_inference_count", "Number of inferences performed (does not include cached requests)", "counter")
-        execs = _family("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", "counter")
-        pending = _family("nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", "gauge")
+        success = _family(
+            "nv_inference_request_success",
+            "Number of successful inference requests, all batch sizes",
+            "counter",
+        )
+        failure = _family(
+            "nv_inference_request_failure",
+            "Number of failed inference requests, all batch sizes",
+            "counter",
+        )
+        count = _family(
+            "nv_inference_count",
+            "Number of inferences performed (does not include cached requests)",
+            "counter",
+        )
+        execs = _family(
+            "nv_inference_exec_count",
+            "Number of model executions performed (does not include cached requests)",
+            "counter",
+        )
+        pending = _family(
+            "nv_inference_pending_request_count",
+            "Instantaneous number of pending requests awaiting execution per-model.",
+            "gauge",
+        )
         load = _family("nv_model_load_duration_secs", "Model load time in seconds", "gauge")
         latency = {name: _family(name, doc, "counter") for name, doc in _LATENCY_COUNTERS}
         summaries = {name: _family(name, doc, "summary") for name, doc in _SUMMARIES}
-        histogram = _family(_HISTOGRAM, "Duration from request to first response in milliseconds", "histogram")
+        histogram = _family(
+            _HISTOGRAM, "Duration from request to first response in milliseconds", "histogram"
+        )
         hits = _family("nv_cache_num_hits_per_model", "Number of cache hits per model", "counter")
-        misses = _family("nv_cache_num_misses_per_model", "Number of cache misses per model", "counter")
-        hit_us = _family("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds", "counter")
-        miss_us = _family("nv_cache_miss_duration_per_model", "Total cache miss (insert + lookup) duration per model, in microseconds", "counter")
+        misses = _family(
+            "nv_cache_num_misses_per_model", "Number of cache misses per model", "counter"
+        )
+        hit_us = _family(
+            "nv_cache_hit_duration_per_model",
+            "Total cache hit duration per model, in microseconds",
+            "counter",
+        )
+        miss_us = _family(
+            "nv_cache_miss_duration_per_model",
+            "Total cache miss (insert + lookup) duration per model, in microseconds",
+            "counter",
+        )
         for model in models:
             s = model.stats
             labels = _labels(model, s)
@@ -197,7 +274,8 @@ class TritonCollector:
             load.samples.append(Sample("nv_model_load_duration_secs", labels, s.load_duration_s))
             if self.config.counter_latencies:
                 for (name, _), duration in zip(
-                    _LATENCY_COUNTERS, (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output)
+                    _LATENCY_COUNTERS,
+                    (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output),
                 ):
                     latency[name].samples.append(Sample(name, labels, duration.ns // 1000))
             observer = s.observer
@@ -207,7 +285,11 @@ class TritonCollector:
                         values, total, n = observer.quantiles(name)
                         for q, value in values:
                             summaries[name].samples.append(
-                                Sample(name, dict(sorted({**labels, "quantile": _fmt(q)}.items())), value)
+                                Sample(
+                                    name,
+                                    dict(sorted({**labels, "quantile": _fmt(q)}.items())),
+                                    value,
+                                )
                             )
                         summaries[name].samples.append(Sample(name + "_sum", labels, total))
                         summaries[name].samples.append(Sample(name + "_count", labels, n))
@@ -216,18 +298,38 @@ class TritonCollector:
                     for bound, n in zip(_HISTOGRAM_BUCKETS_MS, observer.buckets):
                         cumulative += n
                         histogram.samples.append(
-                            Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": _fmt(bound)}.items())), cumulative)
+                            Sample(
+                                _HISTOGRAM + "_bucket",
+                                dict(sorted({**labels, "le": _fmt(bound)}.items())),
+                                cumulative,
+                            )
                         )
                     histogram.samples.append(
-                        Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": "+Inf"}.items())), observer.histogram_count)
+                        Sample(
+                            _HISTOGRAM + "_bucket",
+                            dict(sorted({**labels, "le": "+Inf"}.items())),
+                            observer.histogram_count,
+                        )
                     )
-                    histogram.samples.append(Sample(_HISTOGRAM + "_sum", labels, observer.histogram_sum))
-                    histogram.samples.append(Sample(_HISTOGRAM + "_count", labels, observer.histogram_count))
+                    histogram.samples.append(
+                        Sample(_HISTOGRAM + "_sum", labels, observer.histogram_sum)
+                    )
+                    histogram.samples.append(
+                        Sample(_HISTOGRAM + "_count", labels, observer.histogram_count)
+                    )
             if model.config.response_cache.enable:
-                hits.samples.append(Sample("nv_cache_num_hits_per_model", labels, s.cache_hit.count))
-                misses.samples.append(Sample("nv_cache_num_misses_per_model", labels, s.cache_miss.count))
-                hit_us.samples.append(Sample("nv_cache_hit_duration_per_model", labels, s.cache_hit.ns // 1000))
-                miss_us.samples.append(Sample("nv_cache_miss_duration_per_model", labels, s.cache_miss.ns // 1000))
+                hits.samples.append(
+                    Sample("nv_cache_num_hits_per_model", labels, s.cache_hit.count)
+                )
+                misses.samples.append(
+                    Sample("nv_cache_num_misses_per_model", labels, s.cache_miss.count)
+                )
+                hit_us.samples.append(
+                    Sample("nv_cache_hit_duration_per_model", labels, s.cache_hit.ns // 1000)
+                )
+                miss_us.samples.append(
+                    Sample("nv_cache_miss_duration_per_model", labels, s.cache_miss.ns // 1000)
+                )
         yield from (success, failure, count, execs, pending, load)
         if self.config.counter_latencies:
             yield from latency.values()
@@ -284,7 +386,7 @@ class _CpuSampler:
 
 def _number(value: float) -> str:
     value = float(value)
-    if value != value:
+    if math.isnan(value):
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "+Inf" if value > 0 else "-Inf"
@@ -345,8 +447,13 @@ def metrics_app(
             status, body, ctype = 200, scrape(), b"text/plain; charset=utf-8"
         else:
             status, body, ctype = 200, b"", b"text/plain; charset=utf-8"
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", ctype), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     return app

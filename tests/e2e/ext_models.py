@@ -14,7 +14,7 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }}, {{ name: "INPUT1"
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }}, {{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 """
 
-ADD_SUB = '''
+ADD_SUB = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -27,7 +27,7 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(
                 output_tensors=[pb_utils.Tensor("OUTPUT0", a + b), pb_utils.Tensor("OUTPUT1", a - b)]))
         return responses
-'''
+"""
 
 IDENTITY_CONFIG = """
 name: "{name}"
@@ -37,7 +37,7 @@ input [ {{ name: "INPUT0" data_type: {dtype} dims: [ -1 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: {dtype} dims: [ -1 ] }} ]
 """
 
-IDENTITY = '''
+IDENTITY = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -46,7 +46,7 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[
             pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())])
             for r in requests]
-'''
+"""
 
 #: Sleeps INPUT0[0] milliseconds, then echoes INPUT0: keeps a request in flight on purpose.
 SLOW_CONFIG = """
@@ -57,7 +57,7 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ -1 ] } ]
 """
 
-SLOW = '''
+SLOW = """
 import time
 import triton_python_backend_utils as pb_utils
 
@@ -70,7 +70,7 @@ class TritonPythonModel:
             time.sleep(int(data[0]) / 1000.0)
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUTPUT0", data)]))
         return responses
-'''
+"""
 
 #: Echoes the request parameters as JSON in OUTPUT0 and answers with response parameters.
 PARAMS_CONFIG = """
@@ -81,7 +81,7 @@ input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]
 output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
 """
 
-PARAMS = '''
+PARAMS = """
 import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -97,7 +97,7 @@ class TritonPythonModel:
                 output_tensors=[pb_utils.Tensor("OUTPUT0", text)],
                 parameters={"echo_count": len(json.loads(params)), "flag": True, "label": "ok", "ratio": 0.5}))
         return responses
-'''
+"""
 
 #: Scores for 5 classes; labels come from labels.txt through `label_filename`.
 CLASSIFIER_CONFIG = """
@@ -116,7 +116,9 @@ def add_sub(repo: Path, name: str = "add_sub") -> Path:
 
 
 def identity(repo: Path, name: str, dtype: str = "TYPE_FP32", max_batch: int = 0) -> Path:
-    return write_model(repo, name, IDENTITY_CONFIG.format(name=name, dtype=dtype, max_batch=max_batch), IDENTITY)
+    return write_model(
+        repo, name, IDENTITY_CONFIG.format(name=name, dtype=dtype, max_batch=max_batch), IDENTITY
+    )
 
 
 def slow(repo: Path, name: str = "slow") -> Path:

@@ -38,11 +38,14 @@ def server(tmp_path_factory):
     args = [
         "--http-restricted-api=metadata,inference:infer-key=i-value",
         "--grpc-restricted-protocol=health,metadata,inference:infer-key=i-value",
-        "--metrics-config=summary_latencies=true", "--metrics-config=histogram_latencies=true",
+        "--metrics-config=summary_latencies=true",
+        "--metrics-config=histogram_latencies=true",
     ]
     for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
-        args += [f"{flag}=shared-memory,model-config,model-repository:admin-key=a-value",
-                 f"{flag}=statistics,trace,logging:ops-key=o-value"]
+        args += [
+            f"{flag}=shared-memory,model-config,model-repository:admin-key=a-value",
+            f"{flag}=statistics,trace,logging:ops-key=o-value",
+        ]
     srv = Server(repo, args).start(wait_for="ready")
     yield srv
     assert srv.stop() == 0, srv.log()
@@ -80,8 +83,13 @@ def test_http_restricted_groups(server, group):
     for headers in (None, {key: "wrong"}, {"unrelated": value}):
         with pytest.raises(InferenceServerException) as info:
             _calls(client, httpclient, headers)[group]()
-        assert (info.value.status(), info.value.message()) == ("403", f"This API is restricted, expecting header '{key}'")
-    assert _calls(client, httpclient, {key.upper(): value})[group]() is not None  # header names fold case
+        assert (info.value.status(), info.value.message()) == (
+            "403",
+            f"This API is restricted, expecting header '{key}'",
+        )
+    assert (
+        _calls(client, httpclient, {key.upper(): value})[group]() is not None
+    )  # header names fold case
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
@@ -105,10 +113,14 @@ def test_grpc_stream_and_health_check_are_restricted(server):
     except InferenceServerException:
         pass
     _, error = results.get(timeout=30)
-    assert "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'" in str(error)
+    assert "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'" in str(
+        error
+    )
     client.stop_stream()
-    client.start_stream(callback=lambda result, error: results.put((result, error)),
-                        headers={"triton-grpc-protocol-infer-key": "i-value"})
+    client.start_stream(
+        callback=lambda result, error: results.put((result, error)),
+        headers={"triton-grpc-protocol-infer-key": "i-value"},
+    )
     client.async_stream_infer("add_sub", _add_sub_inputs(grpcclient))
     result, error = results.get(timeout=30)
     assert error is None and result.as_numpy("OUTPUT0").tolist() == [1, 2, 3, 4]
@@ -123,7 +135,10 @@ def test_grpc_stream_and_health_check_are_restricted(server):
         with pytest.raises(grpc.RpcError) as info:
             check(health_pb2.HealthCheckRequest())
         assert info.value.code() == grpc.StatusCode.UNAVAILABLE
-        reply = check(health_pb2.HealthCheckRequest(), metadata=[("triton-grpc-protocol-infer-key", "i-value")])
+        reply = check(
+            health_pb2.HealthCheckRequest(),
+            metadata=[("triton-grpc-protocol-infer-key", "i-value")],
+        )
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -132,7 +147,9 @@ def _metrics(server) -> str:
 
 
 def _value(text: str, name: str, **labels: str) -> float:
-    want = ",".join(f'{k}="{v}"' for k, v in sorted({"model": "add_sub", "version": "1", **labels}.items()))
+    want = ",".join(
+        f'{k}="{v}"' for k, v in sorted({"model": "add_sub", "version": "1", **labels}.items())
+    )
     match = re.search(rf"^{re.escape(name)}{{{re.escape(want)}}} (\S+)$", text, re.MULTILINE)
     assert match, f"{name}{{{want}}} missing"
     return float(match.group(1))
@@ -147,12 +164,17 @@ def test_prometheus_metrics(server):
     text = _metrics(server)  # the metrics port is never restricted
     assert "# TYPE nv_inference_request_success counter" in text
     assert _value(text, "nv_inference_request_success") == base + 3
-    assert _value(text, "nv_inference_count") == base + 3 and _value(text, "nv_inference_exec_count") == base + 3
+    assert (
+        _value(text, "nv_inference_count") == base + 3
+        and _value(text, "nv_inference_exec_count") == base + 3
+    )
     for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
         assert _value(text, "nv_inference_request_failure", reason=reason) == 0
     assert _value(text, "nv_inference_pending_request_count") == 0
     for name in ("request", "queue", "compute_input", "compute_infer", "compute_output"):
-        assert _value(text, f"nv_inference_{name}_duration_us") >= _value(before, f"nv_inference_{name}_duration_us")
+        assert _value(text, f"nv_inference_{name}_duration_us") >= _value(
+            before, f"nv_inference_{name}_duration_us"
+        )
     assert _value(text, "nv_inference_request_duration_us") > 0
     assert _value(text, "nv_inference_request_summary_us_count") == base + 3
     assert _value(text, "nv_inference_request_summary_us", quantile="0.5") > 0

@@ -17,7 +17,7 @@ from tritonclient.utils import InferenceServerException
 from tests.e2e import ext_models
 from tests.helpers import Server, write_model
 
-SCALED = '''
+SCALED = """
 import triton_python_backend_utils as pb_utils
 
 
@@ -26,7 +26,7 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[
             pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * FACTOR)])
             for r in requests]
-'''
+"""
 
 
 def _scaled(factor: int) -> str:
@@ -62,8 +62,13 @@ def explicit(tmp_path_factory):
     ext_models.identity(repo, "alpha")
     ext_models.identity(repo, "beta")
     ext_models.slow(repo)
-    write_model(repo, "broken", 'backend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
-                "this is not a config\n", ext_models.IDENTITY)
+    write_model(
+        repo,
+        "broken",
+        'backend: "python"\ninput [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
+        "this is not a config\n",
+        ext_models.IDENTITY,
+    )
     srv = Server(repo, ["--model-control-mode=explicit", "--load-model=alpha", "--load-model=slow"])
     srv.start(wait_for="ready")
     yield srv
@@ -88,14 +93,28 @@ def test_index(explicit, http, grpc_client):
         {"name": "broken"},
         {"name": "slow", "version": "1", "state": "READY"},
     ]
-    rows = [(m.name, m.version, m.state, m.reason) for m in grpc_client.get_model_repository_index().models]
-    assert rows == [("alpha", "1", "READY", ""), ("beta", "", "", ""), ("broken", "", "", ""), ("slow", "1", "READY", "")]
+    rows = [
+        (m.name, m.version, m.state, m.reason)
+        for m in grpc_client.get_model_repository_index().models
+    ]
+    assert rows == [
+        ("alpha", "1", "READY", ""),
+        ("beta", "", "", ""),
+        ("broken", "", "", ""),
+        ("slow", "1", "READY", ""),
+    ]
     status, body = _post(explicit, "/v2/repository/index", b'{"ready": true}')
     assert status == 200 and [m["name"] for m in json.loads(body)] == ["alpha", "slow"]
     status, body = _post(explicit, "/v2/repository/index", b'{"ready": "yes"}')
-    assert (status, json.loads(body)) == (400, {"error": "Invalid value for 'ready': expected a boolean"})
+    assert (status, json.loads(body)) == (
+        400,
+        {"error": "Invalid value for 'ready': expected a boolean"},
+    )
     status, body = _post(explicit, "/v2/repository/elsewhere/index", b"")
-    assert (status, json.loads(body)) == (501, {"error": "'repository_name' specification is not supported"})
+    assert (status, json.loads(body)) == (
+        501,
+        {"error": "'repository_name' specification is not supported"},
+    )
 
 
 def test_load_and_unload(http, grpc_client):
@@ -104,26 +123,39 @@ def test_load_and_unload(http, grpc_client):
     assert _fp32(grpc_client, grpcclient, "beta", [1, 2]).tolist() == [1, 2]
     grpc_client.unload_model("beta")
     assert not http.is_model_ready("beta")
-    assert {"name": "beta", "version": "1", "state": "UNAVAILABLE", "reason": "unloaded"} in http.get_model_repository_index()
+    assert {
+        "name": "beta",
+        "version": "1",
+        "state": "UNAVAILABLE",
+        "reason": "unloaded",
+    } in http.get_model_repository_index()
     http.unload_model("never_heard_of")  # unloading what is not loaded succeeds, as in Triton
     grpc_client.load_model("beta")
     assert grpc_client.is_model_ready("beta")
 
     err = _error(lambda: http.load_model("zzz"))
-    assert (err.status(), err.message()) == ("500", "failed to load 'zzz', failed to poll from model repository")
+    assert (err.status(), err.message()) == (
+        "500",
+        "failed to load 'zzz', failed to poll from model repository",
+    )
     err = _error(lambda: grpc_client.load_model("broken"))
-    assert err.status() == "StatusCode.INVALID_ARGUMENT" and err.message().startswith("load failed for model 'broken'")
+    assert err.status() == "StatusCode.INVALID_ARGUMENT" and err.message().startswith(
+        "load failed for model 'broken'"
+    )
     broken = [m for m in http.get_model_repository_index() if m["name"] == "broken"]
     assert broken[0]["state"] == "UNAVAILABLE" and broken[0]["reason"]
     assert http.is_server_live() and http.is_model_ready("alpha")
 
 
 def test_config_and_file_overrides(http, grpc_client):
-    config = json.dumps({
-        "backend": "python", "max_batch_size": 4,
-        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
-    })
+    config = json.dumps(
+        {
+            "backend": "python",
+            "max_batch_size": 4,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        }
+    )
     http.load_model("beta", config=config)
     assert http.get_model_config("beta")["max_batch_size"] == 4
     assert _fp32(http, httpclient, "beta", [[3, 4]]).tolist() == [[3, 4]]
@@ -131,15 +163,22 @@ def test_config_and_file_overrides(http, grpc_client):
     # Files only: the model comes entirely from the request (base64 over HTTP, bytes over gRPC).
     http.load_model("fresh_http", config=config, files={"file:1/model.py": _scaled(10).encode()})
     assert _fp32(http, httpclient, "fresh_http", [[1, 2]]).tolist() == [[10, 20]]
-    grpc_client.load_model("fresh_grpc", config=config, files={"file:1/model.py": _scaled(100).encode()})
+    grpc_client.load_model(
+        "fresh_grpc", config=config, files={"file:1/model.py": _scaled(100).encode()}
+    )
     assert _fp32(grpc_client, grpcclient, "fresh_grpc", [[1]]).tolist() == [[100]]
     # Loading changed files reloads the model.
     http.load_model("fresh_http", config=config, files={"file:1/model.py": _scaled(3).encode()})
     assert _fp32(http, httpclient, "fresh_http", [[1, 2]]).tolist() == [[3, 6]]
 
     err = _error(lambda: http.load_model("fresh_http", files={"file:1/model.py": b"x = 1"}))
-    assert (err.status(), err.message()) == ("400", "Load parameter 'config' must be specified for model file override")
-    err = _error(lambda: http.load_model("evil", config=config, files={"file:../../escape.py": b"x = 1"}))
+    assert (err.status(), err.message()) == (
+        "400",
+        "Load parameter 'config' must be specified for model file override",
+    )
+    err = _error(
+        lambda: http.load_model("evil", config=config, files={"file:../../escape.py": b"x = 1"})
+    )
     assert err.status() == "400" and "must stay inside the model directory" in err.message()
     err = _error(lambda: http.load_model("beta", config='{"max_batch_size": "lots"}'))
     assert err.status() == "400" and "Invalid config override" in err.message()
@@ -235,7 +274,9 @@ def test_poll_mode_follows_the_repository(tmp_path):
         (tmp_path / "p1" / "1" / "model.py").write_text(_scaled(7))  # changed
         assert _wait(lambda: _fp32(http, httpclient, "p1", [1]).tolist() == [7])
 
-        (tmp_path / "p1" / "config.pbtxt").write_text("not a config at all")  # broken: old one keeps serving
+        (tmp_path / "p1" / "config.pbtxt").write_text(
+            "not a config at all"
+        )  # broken: old one keeps serving
         assert _wait(lambda: "failed to load 'p1'" in srv.log())
         assert http.is_model_ready("p1") and _fp32(http, httpclient, "p1", [1]).tolist() == [7]
 

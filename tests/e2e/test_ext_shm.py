@@ -20,7 +20,9 @@ from tests.e2e import ext_models
 from tests.helpers import Server
 
 PROTOCOLS = {"http": httpclient, "grpc": grpcclient}
-DISABLED = "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+DISABLED = (
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +84,10 @@ def test_register_status_unregister(proto, regions):
     regions(f"/oi_reg_{name}", 64)
     client.register_system_shared_memory("r0", f"/oi_reg_{name}", 32)
     client.register_system_shared_memory("r1", f"/oi_reg_{name}", 32, offset=32)
-    assert _status(client, name) == {"r0": (f"/oi_reg_{name}", 0, 32), "r1": (f"/oi_reg_{name}", 32, 32)}
+    assert _status(client, name) == {
+        "r0": (f"/oi_reg_{name}", 0, 32),
+        "r1": (f"/oi_reg_{name}", 32, 32),
+    }
     one = client.get_system_shared_memory_status("r1")
     assert (len(one) if name == "http" else len(one.regions)) == 1
 
@@ -118,11 +123,19 @@ def test_infer_inputs_and_outputs_in_shared_memory(proto, regions):
     result = client.infer("add_sub", inputs, outputs=outputs)
 
     # The window starts at byte 16 of the object: OUTPUT0 at 16, OUTPUT1 at 32.
-    np.testing.assert_array_equal(shm.get_contents_as_numpy(outputs_region, np.float32, [4], offset=16), a + b)
-    np.testing.assert_array_equal(shm.get_contents_as_numpy(outputs_region, np.float32, [4], offset=32), a - b)
+    np.testing.assert_array_equal(
+        shm.get_contents_as_numpy(outputs_region, np.float32, [4], offset=16), a + b
+    )
+    np.testing.assert_array_equal(
+        shm.get_contents_as_numpy(outputs_region, np.float32, [4], offset=32), a - b
+    )
     out0 = result.get_output("OUTPUT0")
     if name == "http":
-        assert out0 == {"name": "OUTPUT0", "datatype": "FP32", "shape": [4]}  # no data, no binary size
+        assert out0 == {
+            "name": "OUTPUT0",
+            "datatype": "FP32",
+            "shape": [4],
+        }  # no data, no binary size
     else:
         assert (out0.datatype, list(out0.shape)) == ("FP32", [4])
         assert result.get_response().raw_output_contents[0] == b""
@@ -130,7 +143,7 @@ def test_infer_inputs_and_outputs_in_shared_memory(proto, regions):
 
 def test_bytes_tensors_through_shared_memory(proto, regions):
     name, module, client = proto
-    values = np.array([b"shared", b"", "memoria".encode()], dtype=np.object_)
+    values = np.array([b"shared", b"", b"memoria"], dtype=np.object_)
     wire = serialize_byte_tensor(values)
     size = len(wire.item())
     region_in = regions(f"/oi_bin_{name}", size)
@@ -153,7 +166,10 @@ def test_request_errors_keep_the_server_serving(proto, regions):
     client.register_system_shared_memory("small", f"/oi_err_{name}", 32)
 
     def infer(region_in="small", in_size=16, in_offset=0, out_size=16):
-        inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
+        inputs = [
+            module.InferInput("INPUT0", [4], "FP32"),
+            module.InferInput("INPUT1", [4], "FP32"),
+        ]
         inputs[0].set_shared_memory(region_in, in_size, offset=in_offset)
         inputs[1].set_shared_memory("small", 16, offset=16)
         output = module.InferRequestedOutput("OUTPUT0")
@@ -169,7 +185,10 @@ def test_request_errors_keep_the_server_serving(proto, regions):
     err = _error(lambda: infer(in_offset=24))
     assert "Invalid offset + byte size for shared memory region: 'small'" in err.message()
     err = _error(lambda: infer(in_size=12))
-    assert "input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 16, got 12" in err.message()
+    assert (
+        "input byte size mismatch for input 'INPUT0' for model 'add_sub'. Expected 16, got 12"
+        in err.message()
+    )
     err = _error(lambda: infer(out_size=8))
     assert err.status() == _code(name, "500", "INTERNAL")
     assert (
@@ -185,12 +204,16 @@ def test_registration_errors(proto, regions, tmp_path):
     err = _error(lambda: client.register_system_shared_memory("big", f"/oi_bad_{name}", 17))
     assert err.status() == _code(name, "400", "INVALID_ARGUMENT")
     assert "failed to register shared memory region 'big': invalid args" in err.message()
-    err = _error(lambda: client.register_system_shared_memory("late", f"/oi_bad_{name}", 8, offset=12))
+    err = _error(
+        lambda: client.register_system_shared_memory("late", f"/oi_bad_{name}", 8, offset=12)
+    )
     assert "invalid args" in err.message()
     err = _error(lambda: client.register_system_shared_memory("ghost", "/oi_does_not_exist", 8))
     assert err.status() == _code(name, "500", "INTERNAL")
     assert "Unable to open shared memory region: '/oi_does_not_exist'" in err.message()
-    err = _error(lambda: client.register_system_shared_memory("py", "/triton_python_backend_shm_region_x", 8))
+    err = _error(
+        lambda: client.register_system_shared_memory("py", "/triton_python_backend_shm_region_x", 8)
+    )
     assert "reserved prefix 'triton_python_backend_shm_region_'" in err.message()
     # Keys that would leave /dev/shm, or follow a link planted there, are refused.
     for key in ("/../etc/passwd", "/oi_dir/../../etc/passwd", "/..", "/"):
@@ -211,7 +234,9 @@ def test_registration_errors(proto, regions, tmp_path):
 
 def _pending(server, model: str) -> int:
     text = urllib.request.urlopen(server.metrics_url, timeout=5).read().decode()
-    match = re.search(rf'nv_inference_pending_request_count{{model="{model}",version="1"}} (\d+)', text)
+    match = re.search(
+        rf'nv_inference_pending_request_count{{model="{model}",version="1"}} (\d+)', text
+    )
     return int(match.group(1)) if match else 0
 
 
@@ -219,7 +244,9 @@ def test_region_in_use_is_unregistered_after_the_request(server, regions):
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     http = httpclient.InferenceServerClient(server.http_url)
     region = regions("/oi_busy", 4)
-    shm.set_shared_memory_region(region, [np.array([1500], dtype=np.int32)])  # the model sleeps 1.5 s
+    shm.set_shared_memory_region(
+        region, [np.array([1500], dtype=np.int32)]
+    )  # the model sleeps 1.5 s
     grpc.register_system_shared_memory("busy", "/oi_busy", 4)
     tensor = grpcclient.InferInput("INPUT0", [1], "INT32")
     tensor.set_shared_memory("busy", 4)
@@ -249,14 +276,18 @@ def test_disabled_unless_allowed(example_server):
     grpc = grpcclient.InferenceServerClient(example_server.grpc_url)
     for client, code in ((http, "501"), (grpc, "StatusCode.UNIMPLEMENTED")):
         for call in (
-            lambda: client.register_system_shared_memory("r", "/oi_any", 8),
-            lambda: client.unregister_system_shared_memory(),
-            lambda: client.register_cuda_shared_memory("c", base64.b64encode(bytes(64)).decode(), 0, 8),
-            lambda: client.unregister_cuda_shared_memory(),
+            lambda c=client: c.register_system_shared_memory("r", "/oi_any", 8),
+            lambda c=client: c.unregister_system_shared_memory(),
+            lambda c=client: c.register_cuda_shared_memory(
+                "c", base64.b64encode(bytes(64)).decode(), 0, 8
+            ),
+            lambda c=client: c.unregister_cuda_shared_memory(),
         ):
             err = _error(call)
             assert (err.status(), err.message()) == (code, DISABLED)
-    assert http.get_system_shared_memory_status() == [] and http.get_cuda_shared_memory_status() == []
+    assert (
+        http.get_system_shared_memory_status() == [] and http.get_cuda_shared_memory_status() == []
+    )
     assert not grpc.get_system_shared_memory_status().regions
     assert not grpc.get_cuda_shared_memory_status().regions
 
@@ -269,8 +300,11 @@ def _gpu() -> bool:
 def test_cuda_shared_memory_without_gpu(proto):
     name, _, client = proto
     handle = base64.b64encode(bytes(64)).decode()
-    assert (client.get_cuda_shared_memory_status() if name == "http" else
-            list(client.get_cuda_shared_memory_status().regions)) == []
+    assert (
+        client.get_cuda_shared_memory_status()
+        if name == "http"
+        else list(client.get_cuda_shared_memory_status().regions)
+    ) == []
     err = _error(lambda: client.register_cuda_shared_memory("c0", handle, 0, 64))
     assert err.status() == _code(name, "501", "UNIMPLEMENTED")
     assert "failed to register CUDA shared memory region: 'c0', GPUs not supported" in err.message()
@@ -283,7 +317,9 @@ def test_cuda_shared_memory_without_gpu(proto):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not _gpu(), reason="needs an NVIDIA GPU and tritonclient's CUDA shared memory helpers")
+@pytest.mark.skipif(
+    not _gpu(), reason="needs an NVIDIA GPU and tritonclient's CUDA shared memory helpers"
+)
 def test_cuda_shared_memory_round_trip(proto):
     cudashm = pytest.importorskip("tritonclient.utils.cuda_shared_memory")
     name, module, client = proto
@@ -294,14 +330,19 @@ def test_cuda_shared_memory_round_trip(proto):
         cudashm.set_shared_memory_region(region_in, [a, b])
         client.register_cuda_shared_memory("cin", cudashm.get_raw_handle(region_in), 0, 32)
         client.register_cuda_shared_memory("cout", cudashm.get_raw_handle(region_out), 0, 32)
-        inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
+        inputs = [
+            module.InferInput("INPUT0", [4], "FP32"),
+            module.InferInput("INPUT1", [4], "FP32"),
+        ]
         inputs[0].set_shared_memory("cin", 16)
         inputs[1].set_shared_memory("cin", 16, offset=16)
         outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT1")]
         outputs[0].set_shared_memory("cout", 16)
         outputs[1].set_shared_memory("cout", 16, offset=16)
         client.infer("add_sub", inputs, outputs=outputs)
-        np.testing.assert_array_equal(cudashm.get_contents_as_numpy(region_out, np.float32, [4]), a + b)
+        np.testing.assert_array_equal(
+            cudashm.get_contents_as_numpy(region_out, np.float32, [4]), a + b
+        )
         status = client.get_cuda_shared_memory_status()
         names = [r["name"] for r in status] if name == "http" else list(status.regions)
         assert sorted(names) == ["cin", "cout"]

@@ -39,13 +39,20 @@ def test_updates_switch_severities_live():
     try:
         assert handler.filter(_record(logging.INFO)) and not handler.filter(_record(logging.DEBUG))
         assert settings.update({"log_info": False, "log_verbose_level": 1, "log_error": None}) == {
-            "log_file": "", "log_info": False, "log_warning": True, "log_error": True,
-            "log_verbose_level": 1, "log_format": "default",
+            "log_file": "",
+            "log_info": False,
+            "log_warning": True,
+            "log_error": True,
+            "log_verbose_level": 1,
+            "log_format": "default",
         }
         assert not handler.filter(_record(logging.INFO)) and handler.filter(_record(logging.DEBUG))
         assert logging.getLogger("openinfer").level == logging.DEBUG
         settings.update({"log_format": "ISO8601"})
-        assert isinstance(handler.formatter, TritonFormatter) and handler.formatter.log_format == "ISO8601"
+        assert (
+            isinstance(handler.formatter, TritonFormatter)
+            and handler.formatter.log_format == "ISO8601"
+        )
         with pytest.raises(UnsupportedError, match="log file location can not be updated"):
             settings.update({"log_file": "/tmp/x"})
         with pytest.raises(InvalidArgumentError, match="invalid argument for log_format, got: xml"):
@@ -59,9 +66,17 @@ def test_updates_switch_severities_live():
 
 def test_metrics_config_parsing():
     config = metrics.MetricsConfig.parse(
-        ["counter_latencies=false", "summary_latencies=true", 'summary_quantiles="0.5:0.05,0.99:0.001"']
+        [
+            "counter_latencies=false",
+            "summary_latencies=true",
+            'summary_quantiles="0.5:0.05,0.99:0.001"',
+        ]
     )
-    assert (config.counter_latencies, config.summary_latencies, config.histogram_latencies) == (False, True, False)
+    assert (config.counter_latencies, config.summary_latencies, config.histogram_latencies) == (
+        False,
+        True,
+        False,
+    )
     assert config.summary_quantiles == ((0.5, 0.05), (0.99, 0.001))
     for bad in ("colour=blue", "summary_latencies=maybe", "summary_quantiles=half", "no_equals"):
         with pytest.raises(ValueError):

@@ -45,8 +45,12 @@ def test_disabled_gate_answers_triton_message(key):
 def test_register_and_read_zero_copy(key):
     manager = SharedMemoryManager(allow_client=True)
     manager.register_system("r", key, 16, 48)
-    assert [(s.name, s.key, s.offset, s.byte_size) for s in manager.system_status()] == [("r", key, 16, 48)]
-    array = manager.read_input("X", "FP32", (4,), {"shared_memory_region": "r", "shared_memory_byte_size": 16}, "m")
+    assert [(s.name, s.key, s.offset, s.byte_size) for s in manager.system_status()] == [
+        ("r", key, 16, 48)
+    ]
+    array = manager.read_input(
+        "X", "FP32", (4,), {"shared_memory_region": "r", "shared_memory_byte_size": 16}, "m"
+    )
     assert array.tolist() == [4, 5, 6, 7]  # the registered window starts at byte 16
     with open(f"/dev/shm{key}", "r+b") as f:  # the array is a view of the client's memory
         f.seek(16)
@@ -58,12 +62,19 @@ def test_register_and_read_zero_copy(key):
 
 @pytest.mark.parametrize(
     "offset, size, message",
-    [(48, 4, "Invalid offset for shared memory region: 'r'"), (40, 16, "Invalid offset \\+ byte size")],
+    [
+        (48, 4, "Invalid offset for shared memory region: 'r'"),
+        (40, 16, "Invalid offset \\+ byte size"),
+    ],
 )
 def test_bounds(key, offset, size, message):
     manager = SharedMemoryManager(allow_client=True)
     manager.register_system("r", key, 16, 48)
-    params = {"shared_memory_region": "r", "shared_memory_offset": offset, "shared_memory_byte_size": size}
+    params = {
+        "shared_memory_region": "r",
+        "shared_memory_offset": offset,
+        "shared_memory_byte_size": size,
+    }
     with pytest.raises(InvalidArgumentError, match=message):
         manager.read_input("X", "UINT8", (size,), params, "m")
 
@@ -72,7 +83,9 @@ def test_registration_errors(key):
     manager = SharedMemoryManager(allow_client=True)
     with pytest.raises(InvalidArgumentError, match="'r': invalid args"):
         manager.register_system("r", key, 32, 64)
-    with pytest.raises(InternalError, match="Unable to open shared memory region: '/oi_unit_missing'"):
+    with pytest.raises(
+        InternalError, match="Unable to open shared memory region: '/oi_unit_missing'"
+    ):
         manager.register_system("r", "/oi_unit_missing", 0, 1)
     with pytest.raises(InvalidArgumentError, match="reserved prefix 'openinfer-ipc-'"):
         manager.register_system("r", "/openinfer-ipc-1-2", 0, 1)
@@ -87,13 +100,17 @@ def test_held_region_is_unregistered_when_released(key):
     manager = SharedMemoryManager(allow_client=True)
     manager.register_system("in", key, 0, 32)
     manager.register_system("out", key, 32, 32)
-    request = InferRequest("m", inputs=[Tensor("X", "FP32", (4,), None, {"shared_memory_region": "in"})])
+    request = InferRequest(
+        "m", inputs=[Tensor("X", "FP32", (4,), None, {"shared_memory_region": "in"})]
+    )
     request.outputs = [RequestedOutput("Y", shm_region="out", shm_byte_size=16, shm_offset=0)]
     manager.pin(request)
     manager.unregister_system()
     assert sorted(s.name for s in manager.system_status()) == ["in", "out"]  # still in use
     manager.write_output(
-        request.outputs[0], Tensor("Y", "FP32", (4,), np.full(4, 7, np.float32)), request.flags["shm_outputs"]
+        request.outputs[0],
+        Tensor("Y", "FP32", (4,), np.full(4, 7, np.float32)),
+        request.flags["shm_outputs"],
     )
     manager.release(request)
     assert manager.system_status() == []
@@ -106,7 +123,9 @@ def test_output_too_small_and_unknown_region(key):
     manager = SharedMemoryManager(allow_client=True)
     manager.register_system("out", key, 0, 64)
     requested = RequestedOutput("Y", shm_region="out", shm_byte_size=8)
-    with pytest.raises(InternalError, match=r"\(8 bytes\) should be at least 16 bytes to hold the results"):
+    with pytest.raises(
+        InternalError, match=r"\(8 bytes\) should be at least 16 bytes to hold the results"
+    ):
         manager.write_output(requested, Tensor("Y", "FP32", (4,), np.zeros(4, np.float32)))
     request = InferRequest("m", outputs=[RequestedOutput("Y", shm_region="nope", shm_byte_size=4)])
     with pytest.raises(NotFoundError, match="Unable to find shared memory region: 'nope'"):

@@ -39,7 +39,10 @@ class ExtensionRpcs:
         for region in self._shm().system_status(request.name):
             response.regions[region.name].CopyFrom(
                 pb.SystemSharedMemoryStatusResponse.RegionStatus(
-                    name=region.name, key=region.key, offset=region.offset, byte_size=region.byte_size
+                    name=region.name,
+                    key=region.key,
+                    offset=region.offset,
+                    byte_size=region.byte_size,
                 )
             )
         return response
@@ -64,7 +67,9 @@ class ExtensionRpcs:
         return response
 
     async def CudaSharedMemoryRegister(self, request, context):
-        self._shm().register_cuda(request.name, bytes(request.raw_handle), request.device_id, request.byte_size)
+        self._shm().register_cuda(
+            request.name, bytes(request.raw_handle), request.device_id, request.byte_size
+        )
         return pb.CudaSharedMemoryRegisterResponse()
 
     async def CudaSharedMemoryUnregister(self, request, context):
@@ -97,7 +102,9 @@ class ExtensionRpcs:
         settings = self.server.log_settings
         if request.settings:
             if "log_file" in request.settings:
-                raise UnsupportedError("log file location can not be updated through network protocol")
+                raise UnsupportedError(
+                    "log file location can not be updated through network protocol"
+                )
             values: dict[str, Any] = {}
             for key, (field, expected) in _LOG_KINDS.items():
                 if key not in request.settings:

@@ -12,8 +12,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from ...core import trace as traces
-from ...core.logsettings import FORMATS
 from ...core.errors import InternalError, InvalidArgumentError, UnavailableError, UnsupportedError
+from ...core.logsettings import FORMATS
 from ...core.server import InferenceServer
 from .app import HttpApp, HttpRequest, HttpResponse, json_response
 from .codec import loads
@@ -65,7 +65,10 @@ def install(app: HttpApp) -> None:
     async def system_status(req: HttpRequest) -> HttpResponse:
         regions = _shm(server).system_status(_region(req))
         return json_response(
-            [{"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size} for r in regions]
+            [
+                {"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}
+                for r in regions
+            ]
         )
 
     async def system_register(req: HttpRequest) -> HttpResponse:
@@ -73,11 +76,18 @@ def install(app: HttpApp) -> None:
         name = _region(req)
         shm.require_client_access()
         if not name:
-            raise InvalidArgumentError("'region name' is necessary to register system shared memory region")
+            raise InvalidArgumentError(
+                "'region name' is necessary to register system shared memory region"
+            )
         doc = _body(req)
         key = _typed(doc, "key", str, required="Shared memory register request has no 'key' field")
         offset = _typed(doc, "offset", int) or 0
-        size = _typed(doc, "byte_size", int, required="Shared memory register request has no 'byte_size' field")
+        size = _typed(
+            doc,
+            "byte_size",
+            int,
+            required="Shared memory register request has no 'byte_size' field",
+        )
         shm.register_system(name, key, offset, size)
         return HttpResponse(200, b"")
 
@@ -88,26 +98,39 @@ def install(app: HttpApp) -> None:
     # -------------------------------------------------------------- cuda shm
     async def cuda_status(req: HttpRequest) -> HttpResponse:
         regions = _shm(server).cuda_status(_region(req))
-        return json_response([{"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size} for r in regions])
+        return json_response(
+            [{"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size} for r in regions]
+        )
 
     async def cuda_register(req: HttpRequest) -> HttpResponse:
         shm = _shm(server)
         name = _region(req)
         shm.require_client_access()
         if not name:
-            raise InvalidArgumentError("'region name' is necessary to register cuda shared memory region")
+            raise InvalidArgumentError(
+                "'region name' is necessary to register cuda shared memory region"
+            )
         doc = _body(req)
         handle = doc.get("raw_handle")
         if "raw_handle" not in doc:
             raise InvalidArgumentError("Shared memory register request has no 'raw_handle' field")
         if not isinstance(handle, dict) or not isinstance(handle.get("b64"), str):
-            raise InternalError("Unable to parse 'b64': attempt to access JSON non-string as string")
-        size = _typed(doc, "byte_size", int, required="Shared memory register request has no 'byte_size' field")
+            raise InternalError(
+                "Unable to parse 'b64': attempt to access JSON non-string as string"
+            )
+        size = _typed(
+            doc,
+            "byte_size",
+            int,
+            required="Shared memory register request has no 'byte_size' field",
+        )
         device = _typed(doc, "device_id", int) or 0
         try:
             raw = base64.b64decode(handle["b64"], validate=True)
         except (binascii.Error, ValueError):
-            raise InvalidArgumentError("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t") from None
+            raise InvalidArgumentError(
+                "'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t"
+            ) from None
         shm.register_cuda(name, raw, device, size)
         return HttpResponse(200, b"")
 
@@ -131,7 +154,9 @@ def install(app: HttpApp) -> None:
         if req.method == "POST":
             doc = _body(req)
             if doc.get("log_file") is not None:
-                raise UnsupportedError("log file location can not be updated through network protocol")
+                raise UnsupportedError(
+                    "log file location can not be updated through network protocol"
+                )
             values = {
                 "log_info": _nullable(doc, "log_info", bool),
                 "log_warning": _nullable(doc, "log_warning", bool),
@@ -170,13 +195,16 @@ def _trace_values(doc: dict[str, Any]) -> dict[str, list[str] | None]:
             values[key] = None
         elif key == "trace_level":
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise InternalError("Unable to parse 'trace_level': attempt to access JSON non-string as string")
+                raise InternalError(
+                    "Unable to parse 'trace_level': attempt to access JSON non-string as string"
+                )
             values[key] = list(value)
         elif key in ("trace_rate", "trace_count", "log_frequency", "trace_file"):
             # Triton wants strings; integers (what `update_trace_settings(trace_rate=5)` sends)
             # are taken too rather than failing with a JSON type error.
             if isinstance(value, bool) or not isinstance(value, (str, int)):
-                raise InternalError(f"Unable to parse '{key}': attempt to access JSON non-string as string")
+                raise InternalError(
+                    f"Unable to parse '{key}': attempt to access JSON non-string as string"
+                )
             values[key] = [str(value)]
     return values
-
