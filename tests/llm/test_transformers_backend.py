@@ -70,8 +70,12 @@ def test_config_is_auto_completed_like_triton_vllm(http):
     assert config["model_transaction_policy"]["decoupled"] is True
     assert config.get("max_batch_size", 0) == 0
     assert http.get_model_config("tiny_llama_unary")["model_transaction_policy"].get("decoupled", False) is False
-    bert_inputs = {t["name"]: t for t in http.get_model_config("tiny_bert")["input"]}
-    assert bert_inputs["text_input"]["optional"] is True
+    # an encoder offers the embedding interface only, `embedding_request` required
+    bert = http.get_model_config("tiny_bert")
+    assert [(t["name"], t.get("optional", False)) for t in bert["input"]] == [
+        ("return_num_input_tokens", True), ("return_num_output_tokens", True), ("embedding_request", False),
+    ]
+    assert [t["name"] for t in bert["output"]] == ["text_output", "num_input_tokens", "num_output_tokens"]
 
 
 # --------------------------------------------------------------------- generation
@@ -361,8 +365,9 @@ def test_wrong_task_long_prompt_and_stream_rules(http, llm_server):
     with pytest.raises(InferenceServerException, match="Model tiny_llama_unary does not support 'embed' request"):
         http.infer("tiny_llama_unary", [tensor(httpclient, "text_input", "x"),
                                         tensor(httpclient, "embedding_request", json.dumps({"input": "x"}))])
-    with pytest.raises(InferenceServerException, match="Model tiny_bert does not support 'generate' request"):
-        http.infer("tiny_bert", [tensor(httpclient, "text_input", "x")])
+    with pytest.raises(InferenceServerException, match="unexpected inference input 'text_input' for model 'tiny_bert'"):
+        http.infer("tiny_bert", [tensor(httpclient, "text_input", "x"),
+                                 tensor(httpclient, "embedding_request", json.dumps({"input": "x"}))])
     with pytest.raises(InferenceServerException, match="longer than the maximum model length of 512"):
         http_generate(http, "tiny_llama_unary", "Hello world " * 400, {"max_tokens": 1})
     with pytest.raises(InferenceServerException, match="streaming needs"):

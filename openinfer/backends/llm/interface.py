@@ -51,17 +51,26 @@ _RETURN_FLAGS = (
 )
 
 
-def auto_complete(config: mc.ModelConfig, *, force_decoupled: bool, task: str = GENERATE) -> None:
+EMBED_INPUTS = {"embedding_request", "return_num_input_tokens", "return_num_output_tokens"}
+EMBED_OUTPUTS = {"text_output", "num_input_tokens", "num_output_tokens"}
+
+
+def auto_complete(config: mc.ModelConfig, *, force_decoupled: bool, only_embed: bool = False) -> None:
     """Add the missing inputs/outputs; no Triton batching (the engine batches); decoupled
-    unless the config says otherwise (vLLM insists on it). An embedding model takes
-    `embedding_request` alone, so its `text_input` is optional."""
+    unless the config says otherwise (vLLM insists on it). `only_embed`: an encoder model gets
+    just the embedding inputs and outputs (with `embedding_request` required), since it cannot
+    generate; Triton's vLLM layout (every model with both) is kept for vllm."""
     have_in = {t.name for t in config.input}
     for name, data_type, dims, optional in INPUTS:
+        if only_embed and name not in EMBED_INPUTS:
+            continue
         if name not in have_in:
             tensor = config.input.add(name=name, data_type=data_type, dims=dims)
-            tensor.optional = optional or (task == EMBED and name == "text_input")
+            tensor.optional = optional and not (only_embed and name == "embedding_request")
     have_out = {t.name for t in config.output}
     for name, data_type, dims in OUTPUTS:
+        if only_embed and name not in EMBED_OUTPUTS:
+            continue
         if name not in have_out:
             config.output.add(name=name, data_type=data_type, dims=dims)
     config.max_batch_size = 0

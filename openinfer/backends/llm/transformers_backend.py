@@ -89,7 +89,7 @@ class TransformersBackend(Backend):
 
     async def auto_complete(self, ctx: ModelContext) -> None:
         task = hf_model.detect_task(read_model_files(ctx))
-        interface.auto_complete(ctx.config, force_decoupled=False, task=task)
+        interface.auto_complete(ctx.config, force_decoupled=False, only_embed=task == interface.EMBED)
 
     async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
         files = read_model_files(ctx)

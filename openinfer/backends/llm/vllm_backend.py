@@ -21,7 +21,6 @@ from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest, InferResponse
 from . import interface
-from .hf_model import detect_task
 from .model_files import ModelFiles, check_lora, read_model_files
 from .sampling import SamplingParams, load_parameters, parse_sampling
 
@@ -251,8 +250,8 @@ class VllmBackend(Backend):
     name = "vllm"
 
     async def auto_complete(self, ctx: ModelContext) -> None:
-        files = read_model_files(ctx)
-        interface.auto_complete(ctx.config, force_decoupled=True, task=detect_task(files))
+        read_model_files(ctx)  # model.json must exist, as Triton requires
+        interface.auto_complete(ctx.config, force_decoupled=True)
 
     async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
         reason = unavailable_reason()
