@@ -1,0 +1,147 @@
+"""The LLM backends' pure parts, without a server: sampling parameters, tensor rules, text."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from openinfer._proto import model_config_pb2 as mc
+from openinfer.backends.llm import interface
+from openinfer.backends.llm.detokenizer import IncrementalDetokenizer, find_stop
+from openinfer.backends.llm.sampling import generation_defaults, load_parameters, parse_sampling
+from openinfer.core.errors import InvalidArgumentError
+from openinfer.core.types import InferRequest, Tensor
+
+
+def _request(**inputs) -> InferRequest:
+    tensors = []
+    for name, value in inputs.items():
+        if isinstance(value, str):
+            tensors.append(Tensor(name, "BYTES", (1,), np.array([value.encode()], dtype=object)))
+        else:
+            tensors.append(Tensor(name, "BOOL", (1,), np.array([value])))
+    return InferRequest("m", inputs=tensors)
+
+
+# ----------------------------------------------------------------------- sampling
+def test_sampling_defaults_are_vllms_and_generation_config_fills_gaps():
+    params = parse_sampling({})
+    assert (params.max_tokens, params.temperature, params.top_p, params.top_k, params.n) == (16, 1.0, 1.0, 0, 1)
+    defaults = generation_defaults({"temperature": 0.3, "max_new_tokens": 7, "do_sample": True, "top_k": 20})
+    assert defaults == {"temperature": 0.3, "max_tokens": 7, "top_k": 20}
+    params = parse_sampling({"temperature": 0.9}, defaults)
+    assert (params.temperature, params.max_tokens, params.top_k) == (0.9, 7, 20)
+
+
+def test_sampling_values_are_coerced_like_tritons_backend():
+    params = parse_sampling({"max_tokens": "12", "temperature": "0", "ignore_eos": "true", "stop": "END",
+                             "seed": 3.0, "top_k": -1, "unknown_key": [1, 2]})
+    assert (params.max_tokens, params.temperature, params.ignore_eos, params.stop, params.seed, params.top_k) == (
+        12, 0.0, True, ["END"], 3, 0)
+    assert params.greedy
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"n": 0}, "n must be at least 1, got 0."),
+        ({"min_p": 2}, "min_p must be in [0, 1], got 2.0."),
+        ({"presence_penalty": 3}, "presence_penalty must be in [-2, 2], got 3.0."),
+        ({"repetition_penalty": 0}, "repetition_penalty must be greater than zero, got 0.0."),
+        ({"min_tokens": 5, "max_tokens": 2}, "min_tokens must be less than or equal to max_tokens=2, got 5."),
+        ({"top_k": -3}, "top_k must be 0 (disable), or at least 1, got -3."),
+        ({"stop": 5}, "sampling parameter 'stop' must be a string or a list of strings, got 5"),
+        ({"guided_choice": []}, "sampling parameter 'guided_choice' must be a non-empty list of strings"),
+        ({"structured_outputs": "{bad"}, "sampling parameter 'structured_outputs' is not valid JSON"),
+    ],
+)
+def test_sampling_rejects_bad_values_with_vllms_messages(params, message):
+    with pytest.raises(InvalidArgumentError) as error:
+        parse_sampling(params)
+    assert message in error.value.message
+
+
+def test_guided_spellings_all_lead_to_one_constraint():
+    schema = {"type": "object"}
+    assert parse_sampling({"guided_json": schema}).guided.value == schema
+    assert parse_sampling({"guided_json": json.dumps(schema)}).guided.value == schema
+    spec = parse_sampling({"structured_outputs": json.dumps({"json": json.dumps(schema)})}).guided
+    assert spec.kind == "json" and json.loads(spec.schema_text()) == schema
+    assert parse_sampling({"guided_decoding": {"regex": "a+"}}).guided.kind == "regex"
+    assert parse_sampling({"structured_outputs": {"json_object": True}}).guided.schema_text() == '{"type": "object"}'
+    assert parse_sampling({"guided_choice": ["a", "b"]}).guided.value == ["a", "b"]
+
+
+def test_parameters_come_from_the_tensor_or_the_request():
+    assert load_parameters(b'{"max_tokens": 3}') == {"max_tokens": 3}
+    assert load_parameters({"max_tokens": 3}) == {"max_tokens": 3}
+    assert load_parameters("") == {}
+    with pytest.raises(InvalidArgumentError, match="must be a JSON object"):
+        load_parameters("[1]")
+
+
+# ------------------------------------------------------------------------ tensors
+def test_prompt_prepended_only_when_not_streaming():
+    assert interface.parse_generate(_request(text_input="hi")).prepend_input is True
+    assert interface.parse_generate(_request(text_input="hi", stream=True)).prepend_input is False
+    assert interface.parse_generate(_request(text_input="hi", exclude_input_in_output=True)).prepend_input is False
+    with pytest.raises(InvalidArgumentError, match="When streaming, `exclude_input_in_output` = False"):
+        interface.parse_generate(_request(text_input="hi", stream=True, exclude_input_in_output=False))
+
+
+def test_request_parameters_stand_in_for_the_sampling_tensor():
+    request = _request(text_input="hi")
+    request.parameters = {"max_tokens": 4}
+    assert interface.parse_generate(request).parameters == {"max_tokens": 4}
+
+
+def test_embedding_request_parsing():
+    parsed = interface.parse_embed(_request(embedding_request=json.dumps({"input": [1, 2], "pooling_params": {"dimensions": [4]}})))
+    assert (parsed.input, parsed.dimensions) == ([1, 2], 4)
+    for body in ({"input": ""}, {"input": []}, {"nothing": 1}, {"input": "x", "pooling_params": {"dimensions": 0}}):
+        with pytest.raises(InvalidArgumentError):
+            interface.parse_embed(_request(embedding_request=json.dumps(body)))
+
+
+def test_auto_complete_keeps_what_the_user_wrote():
+    config = mc.ModelConfig(backend="transformers")
+    config.input.add(name="text_input", data_type=mc.TYPE_STRING, dims=[1])
+    config.model_transaction_policy.decoupled = False
+    interface.auto_complete(config, force_decoupled=False)
+    assert [t.name for t in config.input].count("text_input") == 1
+    assert len(config.input) == len(interface.INPUTS) and len(config.output) == len(interface.OUTPUTS)
+    assert config.model_transaction_policy.decoupled is False
+    interface.auto_complete(config, force_decoupled=True)
+    assert config.model_transaction_policy.decoupled is True
+
+
+def test_outputs_have_one_element_per_sequence():
+    returns = interface.Returns(finish_reason=True, num_input_tokens=True, num_output_tokens=True)
+    outputs = interface.generation_outputs(returns, ["a", "bc"], finish_reasons=[None, "stop"],
+                                           num_input_tokens=3, num_output_tokens=[1, 2])
+    by_name = {t.name: t for t in outputs}
+    assert by_name["finish_reason"].data.tolist() == [b"None", b"stop"]
+    assert by_name["num_output_tokens"].data.dtype == np.uint32 and by_name["num_output_tokens"].shape == (2,)
+    assert by_name["num_input_tokens"].data.tolist() == [3]
+
+
+# --------------------------------------------------------------------------- text
+class _Bytes:
+    """A tokenizer whose tokens are single bytes: multi-byte characters span tokens."""
+
+    def decode(self, ids, **_):
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_detokenizer_waits_for_whole_characters():
+    detok = IncrementalDetokenizer(_Bytes(), list(b"ab"))
+    pieces = [detok.add(b) for b in "é€!".encode()]
+    assert pieces == ["", "é", "", "", "€", "!"]
+
+
+def test_stop_strings_found_across_deltas():
+    assert find_stop("hello wor", 7, ["wor"]) == (6, "wor")
+    assert find_stop("hello", 3, ["xyz"]) is None
+    assert find_stop("a stop b end", 0, ["end", "stop"]) == (2, "stop")
