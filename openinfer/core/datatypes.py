@@ -100,8 +100,13 @@ _LEN = struct.Struct("<I")
 def deserialize_bytes(buffer: bytes | memoryview, count: int, *, name: str = "") -> np.ndarray:
     """Split a length-prefixed BYTES buffer into `count` elements, checking every prefix."""
     view = memoryview(buffer)
-    out = np.empty(count, dtype=np.object_)
     offset, total = 0, len(view)
+    if count * 4 > total:  # every element needs its 4-byte prefix: refuse before allocating
+        raise InvalidArgumentError(
+            f"incomplete string length indicator for inference input '{name}': {count} elements "
+            f"need at least {count * 4} bytes, but only {total} bytes available"
+        )
+    out = np.empty(count, dtype=np.object_)
     for i in range(count):
         if offset + 4 > total:
             raise InvalidArgumentError(

@@ -141,6 +141,8 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
                 f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
             )
         request.inputs.append(Tensor(tensor.name, tensor.datatype, shape, array, tparams))
+    if raw_index < len(raw):  # data the client sent for an input that does not exist
+        raise InvalidArgumentError(f"unexpected additional input data for model '{model}'")
     if message.outputs:
         request.outputs = [_requested_output(o) for o in message.outputs]
     return request

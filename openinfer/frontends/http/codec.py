@@ -236,11 +236,23 @@ def _json_value(array: np.ndarray, datatype: str, name: str) -> Any:
     return array.reshape(-1)
 
 
+def _dumps_nonfinite(doc: dict[str, Any]) -> bytes:
+    """NaN and +-Infinity as the bare tokens Triton writes (orjson would write null)."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, (np.ndarray, np.generic)):
+            return value.tolist()
+        raise TypeError(f"cannot serialise {type(value).__name__}")
+
+    return json.dumps(doc, default=default, separators=(",", ":")).encode()
+
+
 def encode_response(response: InferResponse, binary_default: bool) -> tuple[bytes, int | None]:
     """The response body and, when binary outputs follow the JSON, the JSON header's length."""
     requested = response.requested
     outputs = []
     blobs: list[bytes | memoryview] = []
+    nonfinite = False
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,
@@ -257,7 +269,9 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
                 entry.setdefault("parameters", {})["binary_data_size"] = len(blob) if not isinstance(blob, memoryview) else blob.nbytes
                 blobs.append(blob)
             else:
-                entry["data"] = _json_value(tensor.data, tensor.datatype, tensor.name)
+                entry["data"] = data = _json_value(tensor.data, tensor.datatype, tensor.name)
+                if isinstance(data, np.ndarray) and data.dtype.kind == "f":
+                    nonfinite = nonfinite or not np.isfinite(data).all()
         outputs.append(entry)
     doc: dict[str, Any] = {}
     if response.id:
@@ -267,7 +281,7 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
-    header = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    header = _dumps_nonfinite(doc) if nonfinite else orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     if not any(len(b) for b in blobs):
         return header, None
     return b"".join([header, *blobs]), len(header)
