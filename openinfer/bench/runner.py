@@ -188,7 +188,7 @@ class Runner:
     def _window_mode(self, label: str, res: LevelResult, cpu: list[float]) -> list[list[Snapshot]]:
         opts = self.opts
         self._windows_seen = []
-        self._sleep(label, opts.warmup_ms / 1000.0, 0, "warming up")
+        self._sleep(label, opts.warmup_ms / 1000.0, -1, "warming up")
         warm = self._all("snap", reply="snap")
         cpu.extend(s.cpu_s for s in warm)
         self._windows_seen.append(warm)
@@ -227,7 +227,10 @@ class Runner:
         start_count = self._count()
         t_start = time.perf_counter()
         while (left := end - time.perf_counter()) > 0:
-            frac = (trial + 1 - left / seconds) / max(self.opts.max_trials, 1) if seconds else 1
+            if trial < 0:  # warm-up: the bar starts filling with the first window
+                frac = 0.0
+            else:
+                frac = (trial + 1 - left / seconds) / max(self.opts.max_trials, 1)
             rate = (self._count() - start_count) / max(time.perf_counter() - t_start, 1e-6)
             self.progress.update(label, frac, f"{text}  ~{rate * self.opts.batch_size:,.0f}/s")
             time.sleep(min(left, 0.1))

@@ -1,0 +1,24 @@
+"""``make bench``'s RESULTS.md: ratios against the faster MLServer and the stack ceiling."""
+
+from __future__ import annotations
+
+from bench.results import render
+
+
+def _cell(server: str, tput: float, proto: str = "http") -> dict[str, object]:
+    return {"server": server, "label": server, "protocol": proto, "size": 16, "concurrency": 16,
+            "throughput": tput, "p50_ms": 1.0, "p99_ms": 2.0, "completed": 100,
+            "server_count": 100, "client_cpu": 10.0, "stable": True}
+
+
+def test_summary_ratios() -> None:
+    cells = [_cell("openinfer", 3000), _cell("mlserver", 500), _cell("mlserver_pw0", 1000),
+             _cell("kserve", 900), _cell("asgi_echo", 15000),
+             {**_cell("openinfer", 0, "grpc"), "error": "boom"}]
+    text = render(cells, {"KServe (gRPC)": "did not install"},
+                  {"interval_ms": 2000, "stability": 15, "max_trials": 4})
+    row = next(line for line in text.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
+    assert "3.00×" in row  # against the faster MLServer (parallel_workers: 0)
+    assert "0.20×" in row  # against the bare ASGI echo
+    assert "(pw0)" in row
+    assert "failed" in text and "did not install" in text
