@@ -146,7 +146,7 @@ def make_repo(root: Path, tokenizer_dir: Path, *, generation_config: dict | None
         for path in tokenizer_dir.iterdir():
             (source / path.name).write_bytes(path.read_bytes())
         (source / "generation_config.json").write_text(json.dumps(generation_config))
-        (source / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+        (source / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
         (version / "model.json").write_text(json.dumps({"model": str(source), "enable_lora": True}))
     return repo
 

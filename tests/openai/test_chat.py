@@ -277,3 +277,16 @@ async def test_client_disconnect_cancels_the_request(llama3_server):
     # the core recorded the request as abandoned (not completed): the stream was closed server-side
     assert after["fail"]["count"] == before["fail"]["count"] + 1
     assert after["success"]["count"] == before["success"]["count"]
+
+
+def test_max_tokens_default_and_context_check(llama3_server, tokenizer):
+    """Without max_tokens the request may use the rest of the context (vLLM), not 16 tokens."""
+    client = llama3_server.client()
+    messages = [{"role": "user", "content": "#params#"}]
+    reply = client.chat.completions.create(model="mock_llm", messages=messages)
+    used = len(tokenizer(rendered(tokenizer, messages), add_special_tokens=False)["input_ids"])
+    assert json.loads(reply.choices[0].message.content)["max_tokens"] == 4096 - used  # config.json's context
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="mock_llm", messages=messages, max_tokens=5000)
+    assert info.value.body["param"] == "max_tokens"
+    assert f"This model's maximum context length is 4096 tokens and your request has {used} input tokens" in info.value.body["message"]

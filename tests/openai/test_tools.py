@@ -224,7 +224,7 @@ def test_mistral_plain_text_with_brackets_is_not_swallowed(mistral_server):
 
 
 def _stream_finishes(server, script: str, tools: bool, include_usage: bool = False) -> tuple[list, str]:
-    body = {"model": "mock_llm", "messages": ask(script), "stream": True, "max_completion_tokens": 4096}
+    body = {"model": "mock_llm", "messages": ask(script), "stream": True, "max_completion_tokens": 2048}
     if tools:
         body["tools"] = TOOLS
     if include_usage:

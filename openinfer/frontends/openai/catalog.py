@@ -18,7 +18,7 @@ from ...core.errors import OpenInferError
 from ...core.server import InferenceServer
 from .errors import invalid, model_not_found
 from .lora import adapter_names, split_name
-from .tokenizer import model_source_dir, tokenizer_dir
+from .tokenizer import model_source_dir, model_tokenizer_dir
 
 log = logging.getLogger("openinfer.openai")
 
@@ -53,6 +53,7 @@ class ModelInfo:
     outputs: set[str]
     batched: bool
     source_dir: Path | None
+    tokenizer_dir: Path | None
     loras: list[str] = field(default_factory=list)
     generation_defaults: dict[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None
@@ -96,7 +97,8 @@ class ModelCatalog:
         ctx = model.ctx
         inputs = {name: TensorShape(spec.datatype, spec.dims) for name, spec in model.inputs.items()}
         kind = GENERATE if "text_input" in inputs else EMBED if "embedding_request" in inputs else OTHER
-        source = model_source_dir(ctx.version_dir, ctx.model_dir, _config_parameters(model))
+        parameters = _config_parameters(model)
+        source = model_source_dir(ctx.version_dir, ctx.model_dir, parameters)
         defaults: dict[str, Any] = {}
         max_len = None
         if source is not None:
@@ -119,6 +121,7 @@ class ModelCatalog:
             outputs=set(model.outputs),
             batched=model.max_batch_size > 0,
             source_dir=source,
+            tokenizer_dir=model_tokenizer_dir(ctx.version_dir, ctx.model_dir, parameters, source),
             loras=adapter_names(ctx.version_dir) if kind == GENERATE else [],
             generation_defaults=defaults,
             max_model_len=int(max_len) if isinstance(max_len, int) else None,

@@ -12,7 +12,7 @@ from ...core.server import InferenceServer
 from .catalog import ModelCatalog, ModelInfo
 from .errors import internal
 from .options import OpenAIOptions
-from .tokenizer import TokenizerCache, tokenizer_dir
+from .tokenizer import TokenizerCache
 from .tool_parsers import ToolParser, get_parser
 
 
@@ -36,8 +36,7 @@ class FrontendContext:
     def tokenizer_path(self, info: ModelInfo) -> str | None:
         if self.options.tokenizer:
             return self.options.tokenizer
-        found = tokenizer_dir(info.source_dir)
-        return str(found) if found is not None else None
+        return str(info.tokenizer_dir) if info.tokenizer_dir is not None else None
 
     async def tokenizer(self, info: ModelInfo, *, required: bool = True) -> Any:
         path = self.tokenizer_path(info)

@@ -146,7 +146,8 @@ def digest(response: InferResponse) -> Step:
         step.text = "".join(texts(text))
     reason = output_array(response, "finish_reason")
     if reason is not None and reason.size:
-        step.finish_reason = texts(reason)[0] or None
+        value = texts(reason)[0]
+        step.finish_reason = value if value and value != "None" else None  # "None": not finished yet
     if step.finish_reason is None:
         value = response.parameters.get("finish_reason")
         if isinstance(value, (str, bytes)) and value:

@@ -79,13 +79,16 @@ class OpenAIExtension:
             def capture_signals(self):  # type: ignore[override]  # shutdown order is the runner's
                 yield
 
+        from ..http.protocol import DEFAULT_TIMEOUT_SECS, protocol_class
+
         host = options.address.strip("[]")
         config = uvicorn.Config(
             build_app(ctx),
             host=host,
             port=options.port,
             loop="none",
-            http="httptools",
+            # httptools, with deadlines for slow clients
+            http=protocol_class(getattr(args, "http_client_timeout_secs", DEFAULT_TIMEOUT_SECS)),
             lifespan="off",
             access_log=options.log_level in ("debug", "trace"),
             log_level=options.log_level,

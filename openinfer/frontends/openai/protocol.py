@@ -108,7 +108,7 @@ def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str | None]:
         lines.append(f"{where}: {text}" if where else text)
     count = len(errors)
     head = f"{count} validation error{'s' if count != 1 else ''}"
-    first = _loc(errors[0]) if errors else None
+    first = _loc(errors[0]).split(".")[0] if errors else None  # the top-level field
     return f"{head}: " + "; ".join(lines), first or None
 
 

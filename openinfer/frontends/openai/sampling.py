@@ -66,12 +66,41 @@ def guided_from_request(request: SamplingFields) -> dict[str, Any]:
     return guided
 
 
+def token_limit(
+    requested: int | None, flag: int | None, info: ModelInfo, prompt_tokens: int | None, param: str
+) -> int | None:
+    """max_tokens to send: the client's (checked against the context), else `--default-max-tokens`,
+    else the model's generation_config, capped by (or else) what is left of the context."""
+    room = None
+    total = info.max_model_len
+    if total is not None and prompt_tokens is not None:
+        room = total - prompt_tokens
+        if room <= 0:
+            raise invalid(
+                f"This model's maximum context length is {total} tokens. However, your request has "
+                f"{prompt_tokens} input tokens. Please reduce the length of the input.",
+                param,
+            )
+        if requested is not None and requested > room:
+            raise invalid(
+                f"'max_tokens' or 'max_completion_tokens' is too large: {requested}. This model's maximum "
+                f"context length is {total} tokens and your request has {prompt_tokens} input tokens "
+                f"({requested} > {total} - {prompt_tokens}).",
+                "max_tokens",
+            )
+    if requested is not None:
+        return requested
+    fallback = flag if flag is not None else info.generation_defaults.get("max_tokens")
+    if room is not None:
+        fallback = room if fallback is None else min(int(fallback), room)
+    return fallback
+
+
 def build_sampling(
     request: SamplingFields,
     info: ModelInfo,
     *,
     max_tokens: int | None,
-    default_max_tokens: int | None,
     lora: str | None,
     logprobs: int | None = None,
     guided: dict[str, Any] | None = None,
@@ -85,11 +114,8 @@ def build_sampling(
             value = defaults.get(key)
         if value is not None:
             params[key] = value
-    limit = max_tokens if max_tokens is not None else default_max_tokens
-    if limit is None:
-        limit = defaults.get("max_tokens")
-    if limit is not None:
-        params["max_tokens"] = int(limit)
+    if max_tokens is not None:
+        params["max_tokens"] = int(max_tokens)
     stops = stop_list(request.stop)
     if stops:
         params["stop"] = stops

@@ -23,35 +23,52 @@ def _has_tokenizer(path: Path) -> bool:
     return path.is_dir() and any((path / name).is_file() for name in _TOKENIZER_FILES)
 
 
-def _resolve(value: str, base: Path) -> Path:
-    path = Path(value)
-    return path if path.is_absolute() else (base / path)
+def _resolve(value: str, *bases: Path) -> Path | None:
+    """A directory named absolutely or relative to one of `bases` (version dir, then model dir)."""
+    path = Path(value).expanduser()
+    if path.is_absolute():
+        return path if path.is_dir() else None
+    for base in bases:
+        if (base / path).is_dir():
+            return (base / path).resolve()
+    return None
+
+
+def _named_dir(version_dir: Path, model_dir: Path, parameters: dict[str, str], key: str) -> Path | None:
+    """`key` from the config's parameters, then from `model.json` (vLLM engine arguments)."""
+    value = parameters.get(key)
+    found = _resolve(value, version_dir, model_dir) if value else None
+    if found is not None:
+        return found
+    engine = version_dir / "model.json"
+    if not engine.is_file():
+        return None
+    try:
+        doc = json.loads(engine.read_text())
+    except (OSError, ValueError):
+        return None
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return _resolve(value, version_dir, model_dir) if isinstance(value, str) else None
 
 
 def model_source_dir(version_dir: Path, model_dir: Path, parameters: dict[str, str]) -> Path | None:
-    """Where a model's weights, tokenizer and generation_config.json live, if we can tell."""
-    explicit = parameters.get("tokenizer") or parameters.get("model")
-    if explicit:
-        path = _resolve(explicit, version_dir)
-        if path.is_dir():
-            return path
-    engine = version_dir / "model.json"
-    if engine.is_file():
-        try:
-            doc = json.loads(engine.read_text())
-        except (OSError, ValueError):
-            doc = {}
-        for key in ("tokenizer", "model"):
-            value = doc.get(key) if isinstance(doc, dict) else None
-            if isinstance(value, str) and _resolve(value, version_dir).is_dir():
-                return _resolve(value, version_dir)
+    """Where a model's weights, generation_config.json and config.json live, if we can tell."""
+    found = _named_dir(version_dir, model_dir, parameters, "model")
+    if found is not None:
+        return found
     for candidate in (version_dir, model_dir):
         if _has_tokenizer(candidate) or (candidate / "config.json").is_file():
             return candidate
     return None
 
 
-def tokenizer_dir(source: Path | None) -> Path | None:
+def model_tokenizer_dir(
+    version_dir: Path, model_dir: Path, parameters: dict[str, str], source: Path | None
+) -> Path | None:
+    """The tokenizer named for the model, else the one stored with its weights."""
+    found = _named_dir(version_dir, model_dir, parameters, "tokenizer")
+    if found is not None and _has_tokenizer(found):
+        return found
     return source if source is not None and _has_tokenizer(source) else None
 
 

@@ -19,7 +19,7 @@ from ..engine import GenerateCall, Merged, Outcome, generate, generate_all
 from ..errors import invalid
 from ..logprobs import chat_logprobs
 from ..protocol import parse_request
-from ..sampling import build_sampling, guided_from_request
+from ..sampling import build_sampling, guided_from_request, token_limit
 from ..tokenizer import render_chat
 from ..tool_parsers import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser
 from ..tool_parsers.base import ToolCallDelta, openai_call_id
@@ -162,14 +162,21 @@ class ChatServing:
                 guided = {"guided_json": _required_schema(req.tools or [])}
         top = req.top_logprobs or 0
         rid = request_id("chatcmpl")
+        requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        limit = token_limit(
+            requested,
+            self.ctx.options.default_max_tokens,
+            info,
+            count_tokens(tokenizer, prompt) if info.max_model_len is not None else None,
+            "messages",
+        )
         calls = [
             GenerateCall(
                 prompt,
                 build_sampling(
                     req,
                     info,
-                    max_tokens=req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens,
-                    default_max_tokens=self.ctx.options.default_max_tokens,
+                    max_tokens=limit,
                     lora=resolved.lora,
                     logprobs=top if req.logprobs else None,
                     guided=guided,

@@ -12,7 +12,7 @@ from ..engine import GenerateCall, Merged, generate, generate_all
 from ..errors import invalid
 from ..logprobs import completion_logprobs
 from ..protocol import parse_request
-from ..sampling import build_sampling, guided_from_request
+from ..sampling import build_sampling, guided_from_request, token_limit
 from .protocol import CompletionRequest
 
 
@@ -67,6 +67,8 @@ class CompletionServing:
         want_logprobs = bool(req.logprobs)
         calls = []
         for p_index, prompt in enumerate(prompts):
+            counted = count_tokens(tokenizer, prompt) if info.max_model_len is not None else None
+            limit = token_limit(req.max_tokens, self.ctx.options.default_max_tokens, info, counted, "prompt")
             for i in range(req.n):
                 calls.append(
                     GenerateCall(
@@ -74,8 +76,7 @@ class CompletionServing:
                         build_sampling(
                             req,
                             info,
-                            max_tokens=req.max_tokens,
-                            default_max_tokens=self.ctx.options.default_max_tokens,
+                            max_tokens=limit,
                             lora=resolved.lora,
                             logprobs=req.logprobs if want_logprobs else None,
                             guided=guided,
