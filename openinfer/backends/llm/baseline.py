@@ -59,10 +59,12 @@ def transformers_baseline(
 ) -> BaselineResult:
     """`model.generate` greedily, one prompt after the other, EOS ignored (fixed lengths)."""
     import torch
+    import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.generation.streamers import BaseStreamer
 
     _threads(cpu_threads)
+    transformers.utils.logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
 
@@ -80,6 +82,9 @@ def transformers_baseline(
             pass
 
     ttft, tokens = [], 0
+    with torch.inference_mode():  # warm-up, as the engine gets before READY
+        model.generate(tokenizer("Hello", return_tensors="pt").input_ids, max_new_tokens=2, do_sample=False,
+                       pad_token_id=tokenizer.pad_token_id)
     start = time.perf_counter()
     with torch.inference_mode():
         for prompt in prompts:
@@ -119,6 +124,7 @@ async def _engine_run(model_dir: Path, prompts: list[str], max_tokens: int, conc
 
     files = ModelFiles(str(model_dir), str(model_dir), {"model": str(model_dir), "cpu_threads": cpu_threads or 1})
     lm = hf_model.load(files, "baseline")
+    hf_model.warm_up(lm)
     engine = GenerationEngine("baseline", lm, asyncio.get_running_loop(), None, max_num_seqs=max(concurrency, 1))
     engine.start()
     params = {"max_tokens": max_tokens, "temperature": 0, "ignore_eos": True}

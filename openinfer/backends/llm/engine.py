@@ -147,15 +147,19 @@ class GenerationEngine(EngineThread):
         return len(self._rows) + group.params.n <= self.max_num_seqs
 
     def _admit(self, outbox: Outbox) -> None:
+        """Prefill waiting requests while there is room; each one's first token leaves at once
+        (not after the other prefills), which keeps the time to first token short under load."""
         while self._waiting and self._room(self._waiting[0]):
             group = self._waiting.pop(0)
+            own = Outbox()
             try:
-                self._prefill(group, outbox)
+                self._prefill(group, own)
             except OpenInferError as exc:
-                outbox.failures.append((group.sender, exc))
+                own.failures.append((group.sender, exc))
             except Exception as exc:
                 log.exception("prefill of model '%s' failed", self.name)
-                outbox.failures.append((group.sender, InternalError(f"model '{self.name}' failed: {exc}")))
+                own.failures.append((group.sender, InternalError(f"model '{self.name}' failed: {exc}")))
+            self.flush(own)
 
     def _prepare(self, group: Group) -> None:
         lm, params = self.lm, group.params

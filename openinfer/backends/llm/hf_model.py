@@ -173,3 +173,22 @@ def _load_loras(model: Any, adapters: dict[str, str], model_name: str) -> tuple[
     peft_model.eval()
     log.info("model '%s': LoRA adapters %s", model_name, names)
     return peft_model, names
+
+
+def warm_up(lm: HFModel) -> None:
+    """One small forward pass (two for a causal LM: prefill + a cached step) before READY, so
+    the first request does not pay for torch's first-call allocations."""
+    import torch
+
+    ids = torch.tensor([[lm.tokenizer.bos_token_id or 0] * 4], dtype=torch.long)
+    with torch.inference_mode():
+        if lm.task == EMBED:
+            lm.model(input_ids=ids, attention_mask=torch.ones_like(ids))
+            return
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        extra = {"adapter_names": [lm.loras[0]]} if lm.peft else {}
+        lm.model(input_ids=ids, use_cache=True, **{lm.cache_kwarg: cache}, **extra)
+        lm.model(input_ids=ids[:, :1], use_cache=True, attention_mask=torch.ones(1, 5, dtype=torch.long),
+                 position_ids=torch.tensor([[4]]), **{lm.cache_kwarg: cache}, **extra)

@@ -95,6 +95,7 @@ class TransformersBackend(Backend):
         files = read_model_files(ctx)
         loop = asyncio.get_running_loop()
         lm = await loop.run_in_executor(None, hf_model.load, files, ctx.name)
+        await loop.run_in_executor(None, hf_model.warm_up, lm)
         log.info(
             "model '%s' instance '%s': %s, %s, max_model_len %d%s",
             ctx.name, spec.name, lm.task, type(lm.model).__name__, lm.max_model_len,
