@@ -4,8 +4,10 @@ openinfer serves it with its onnxruntime backend; MLServer and KServe have no ON
 their own, so each serves it through a custom model written the way their docs write one
 (an `MLModel` / `kserve.Model` holding an onnxruntime `InferenceSession`). Every server gets
 one session with one intra-op thread, so the frameworks around the session are what differ.
-The model is a small MLP, INPUT0 [1, 256] -> OUTPUT0 [1, 16] (FP32), built with `onnx`.
-Load comes from `openinfer bench` (perf_analyzer's method: stable measurement windows).
+Two models, built with `onnx`: `mlp_onnx`, a small MLP on INPUT0 [1, 256] (per-request
+overhead dominates), and `image_onnx`, global average pooling plus a linear layer on an image
+INPUT0 [1, 3, 64, 64] (48 KiB per request: tensor handling dominates); both answer OUTPUT0
+[1, 16] (FP32). Load comes from `openinfer bench` (perf_analyzer's method: stable windows).
 
     python -m bench.onnx_peers [--protocols http,grpc] [--concurrency 1,8] [--quick]
 """
@@ -34,18 +36,23 @@ from openinfer.bench.runner import RunError
 from .peers import ensure_peer
 from .servers import RESULTS, ROOT, free_ports
 
-MODEL = "mlp_onnx"
-WIDTH, HIDDEN, CLASSES = 256, 256, 16
+CLASSES = 16
+#: model name -> input shape (the output is always [1, CLASSES]).
+MODELS: dict[str, list[int]] = {"mlp_onnx": [1, 256], "image_onnx": [1, 3, 64, 64]}
 
-OPENINFER_CONFIG = f"""
-name: "{MODEL}"
+
+def openinfer_config(name: str) -> str:
+    dims = ", ".join(str(d) for d in MODELS[name])
+    return f"""
+name: "{name}"
 platform: "onnxruntime_onnx"
 max_batch_size: 0
-input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, {WIDTH} ] }} ]
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {dims} ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1, {CLASSES} ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 parameters {{ key: "intra_op_thread_count" value: {{ string_value: "1" }} }}
 """
+
 
 MLSERVER_RUNTIME = '''
 """An onnxruntime session behind MLServer's custom-runtime API."""
@@ -74,9 +81,10 @@ class OnnxModel(MLModel):
 '''
 
 KSERVE_MODEL = '''
-"""An onnxruntime session behind KServe's custom-model API."""
+"""onnxruntime sessions behind KServe's custom-model API."""
 
 import argparse
+import json
 
 import onnxruntime as ort
 from kserve import InferOutput, InferRequest, InferResponse, Model, ModelServer, model_server
@@ -84,19 +92,20 @@ from kserve.utils.utils import generate_uuid
 
 
 class OnnxModel(Model):
-    def __init__(self, name, path):
+    def __init__(self, name, path, input_shape, output_shape):
         super().__init__(name)
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         self.outputs = [o.name for o in self.session.get_outputs()]
+        self.shapes = (input_shape, output_shape)
         self.ready = True
 
     def get_input_types(self):
-        return [{"name": "INPUT0", "datatype": "FP32", "shape": [1, WIDTH]}]
+        return [{"name": "INPUT0", "datatype": "FP32", "shape": self.shapes[0]}]
 
     def get_output_types(self):
-        return [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, CLASSES]}]
+        return [{"name": "OUTPUT0", "datatype": "FP32", "shape": self.shapes[1]}]
 
     def predict(self, payload: InferRequest, headers=None, response_headers=None):
         feed = {i.name: i.as_numpy() for i in payload.inputs}
@@ -112,31 +121,46 @@ class OnnxModel(Model):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(parents=[model_server.parser])
-    parser.add_argument("--model_path", required=True)
+    parser.add_argument("--models", required=True, help="JSON: [[name, path, input_shape, output_shape]]")
     args, _ = parser.parse_known_args()
-    ModelServer().start([OnnxModel(args.model_name, args.model_path)])
-'''.replace("WIDTH", str(WIDTH)).replace("CLASSES", str(CLASSES))
+    ModelServer().start([OnnxModel(*spec) for spec in json.loads(args.models)])
+'''
 
 
-def build_model() -> bytes:
-    """INPUT0 -> Gemm -> Relu -> Gemm -> OUTPUT0, fixed random weights."""
+def build_model(name: str) -> bytes:
+    """The named benchmark graph with fixed random weights."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(0)
-    weights = [
-        numpy_helper.from_array(rng.standard_normal((WIDTH, HIDDEN)).astype(np.float32), "W1"),
-        numpy_helper.from_array(np.zeros(HIDDEN, np.float32), "B1"),
-        numpy_helper.from_array(rng.standard_normal((HIDDEN, CLASSES)).astype(np.float32), "W2"),
-        numpy_helper.from_array(np.zeros(CLASSES, np.float32), "B2"),
-    ]
-    graph = helper.make_graph(
-        [
+    shape = MODELS[name]
+
+    def weight(array: np.ndarray, tensor: str):
+        return numpy_helper.from_array(array.astype(np.float32), tensor)
+
+    if name == "mlp_onnx":
+        hidden = 256
+        nodes = [
             helper.make_node("Gemm", ["INPUT0", "W1", "B1"], ["H"]),
             helper.make_node("Relu", ["H"], ["R"]),
             helper.make_node("Gemm", ["R", "W2", "B2"], ["OUTPUT0"]),
-        ],
-        "mlp",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, [1, WIDTH])],
+        ]
+        weights = [
+            weight(rng.standard_normal((shape[1], hidden)), "W1"),
+            weight(np.zeros(hidden), "B1"),
+            weight(rng.standard_normal((hidden, CLASSES)), "W2"),
+            weight(np.zeros(CLASSES), "B2"),
+        ]
+    else:  # image_onnx: per-channel mean, then a linear classifier
+        nodes = [
+            helper.make_node("GlobalAveragePool", ["INPUT0"], ["P"]),
+            helper.make_node("Flatten", ["P"], ["F"]),
+            helper.make_node("Gemm", ["F", "W", "B"], ["OUTPUT0"]),
+        ]
+        weights = [weight(rng.standard_normal((shape[1], CLASSES)), "W"), weight(np.zeros(CLASSES), "B")]
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, shape)],
         [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, [1, CLASSES])],
         initializer=weights,
     )
@@ -171,7 +195,7 @@ class Process:
                 try:
                     control = connect(protocol, self.url(protocol))
                     try:
-                        if control.model_ready(MODEL, ""):
+                        if all(control.model_ready(name, "") for name in MODELS):
                             break
                     finally:
                         control.close()
@@ -204,15 +228,17 @@ def _with_onnxruntime(name: str, install: bool) -> tuple[Path | None, str]:
     return py, ""
 
 
-def make_servers(keys: list[str], work: Path, model: Path, install: bool) -> tuple[list[Process], dict[str, str]]:
+def make_servers(keys: list[str], work: Path, install: bool) -> tuple[list[Process], dict[str, str]]:
     servers: list[Process] = []
     skipped: dict[str, str] = {}
+    files = {name: work / f"{name}.onnx" for name in MODELS}
     for key in keys:
         if key == "openinfer":
             repo = work / "openinfer"
-            (repo / MODEL / "1").mkdir(parents=True)
-            (repo / MODEL / "config.pbtxt").write_text(OPENINFER_CONFIG)
-            (repo / MODEL / "1" / "model.onnx").write_bytes(model.read_bytes())
+            for name in MODELS:
+                (repo / name / "1").mkdir(parents=True)
+                (repo / name / "config.pbtxt").write_text(openinfer_config(name))
+                (repo / name / "1" / "model.onnx").write_bytes(files[name].read_bytes())
             http, grpc, metrics = free_ports(3)
             argv = [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
                     "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
@@ -225,15 +251,16 @@ def make_servers(keys: list[str], work: Path, model: Path, install: bool) -> tup
                 skipped[label] = why
                 continue
             folder = work / key
-            (folder / MODEL).mkdir(parents=True)
-            (folder / MODEL / "onnx_runtime.py").write_text(textwrap.dedent(MLSERVER_RUNTIME))
-            (folder / MODEL / "model.onnx").write_bytes(model.read_bytes())
-            (folder / MODEL / "model-settings.json").write_text(json.dumps({
-                "name": MODEL, "implementation": "onnx_runtime.OnnxModel",
-                "parameters": {"uri": "./model.onnx"},
-                "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, WIDTH]}],
-                "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, CLASSES]}],
-            }))
+            for name, shape in MODELS.items():
+                (folder / name).mkdir(parents=True)
+                (folder / name / "onnx_runtime.py").write_text(textwrap.dedent(MLSERVER_RUNTIME))
+                (folder / name / "model.onnx").write_bytes(files[name].read_bytes())
+                (folder / name / "model-settings.json").write_text(json.dumps({
+                    "name": name, "implementation": "onnx_runtime.OnnxModel",
+                    "parameters": {"uri": "./model.onnx"},
+                    "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": shape}],
+                    "outputs": [{"name": "OUTPUT0", "datatype": "FP32", "shape": [1, CLASSES]}],
+                }))
             http, grpc, metrics = free_ports(3)
             settings = {"http_port": http, "grpc_port": grpc, "metrics_port": metrics, "host": "127.0.0.1",
                         "debug": False}
@@ -250,8 +277,9 @@ def make_servers(keys: list[str], work: Path, model: Path, install: bool) -> tup
                 continue
             script = work / "kserve_onnx.py"
             script.write_text(KSERVE_MODEL)
+            specs = [[name, str(files[name]), shape, [1, CLASSES]] for name, shape in MODELS.items()]
             http, grpc = free_ports(2)
-            argv = [str(py), str(script), "--model_name", MODEL, "--model_path", str(model),
+            argv = [str(py), str(script), "--models", json.dumps(specs), "--model_name", "unused",
                     "--http_port", str(http), "--grpc_port", str(grpc)]
             servers.append(Process(key, label, argv, http, grpc, work))
         else:
@@ -259,9 +287,9 @@ def make_servers(keys: list[str], work: Path, model: Path, install: bool) -> tup
     return servers, skipped
 
 
-def measure(server: Process, protocol: str, concurrency: int, ns: argparse.Namespace) -> dict[str, Any]:
+def measure(server: Process, model: str, protocol: str, concurrency: int, ns: argparse.Namespace) -> dict[str, Any]:
     opts = Options(
-        model=MODEL, url=server.url(protocol), protocol=protocol,
+        model=model, url=server.url(protocol), protocol=protocol,
         concurrency=[concurrency], measurement_interval_ms=ns.interval_ms, max_trials=ns.max_trials,
         stability_percentage=ns.stability, warmup_ms=ns.warmup_ms,
     )
@@ -275,35 +303,45 @@ def measure(server: Process, protocol: str, concurrency: int, ns: argparse.Names
 
 
 def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
-    """A markdown table, with openinfer's throughput over each peer's in the same cell."""
-    ours = {(c["protocol"], c["concurrency"]): c for c in cells if c["server"] == "openinfer" and "throughput" in c}
+    """Markdown tables, one per model, with openinfer's throughput over each peer's."""
+    ours = {
+        (c["model"], c["protocol"], c["concurrency"]): c
+        for c in cells
+        if c["server"] == "openinfer" and "throughput" in c
+    }
     load = os.getloadavg()[0]
     lines = [
-        f"### ONNX model ({MODEL}: MLP [1,{WIDTH}] -> [1,{CLASSES}], FP32, one session, one intra-op thread)",
+        "# The ONNX row: openinfer's onnxruntime backend against MLServer and KServe",
         "",
         (
             f"Written by `python -m bench.onnx_peers` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, "
-            f"load average {load:.1f} at the end). Throughput ratio = openinfer's infer/s over the peer's "
-            "for the same protocol and concurrency; `unstable` = windows did not agree within the limit."
+            f"load average {load:.1f} at the end). Every server runs one onnxruntime session with one "
+            "intra-op thread per model. Ratio = openinfer's infer/s over the peer's for the same model, "
+            "protocol and concurrency; `unstable` = its windows did not agree within the limit."
         ),
-        "",
-        "| server | protocol | concurrency | infer/s | p50 ms | p99 ms | openinfer / this |",
-        "|---|---|---:|---:|---:|---:|---:|",
     ]
-    for c in cells:
-        if "error" in c:
-            lines.append(f"| {c['label']} | {c['protocol']} | {c['concurrency']} | failed: {c['error']} | | | |")
-            continue
-        mine = ours.get((c["protocol"], c["concurrency"]))
-        peer = c["server"] != "openinfer"
-        ratio = f"{mine['throughput'] / c['throughput']:.2f}x" if peer and mine and c["throughput"] else ""
-        stable = "" if c["stable"] else " (unstable)"
-        lines.append(
-            f"| {c['label']} | {c['protocol']} | {c['concurrency']} | {c['throughput']:.0f}{stable} | "
-            f"{c['p50_ms']:.2f} | {c['p99_ms']:.2f} | {ratio} |"
-        )
-    for label, why in skipped.items():
-        lines.append(f"| {label} | skipped: {why} | | | | | |")
+    for model, shape in MODELS.items():
+        lines += [
+            "",
+            f"## {model}: INPUT0 {shape} -> OUTPUT0 [1, {CLASSES}] (FP32)",
+            "",
+            "| server | protocol | concurrency | infer/s | p50 ms | p99 ms | openinfer / this |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for c in (c for c in cells if c["model"] == model):
+            if "error" in c:
+                lines.append(f"| {c['label']} | {c['protocol']} | {c['concurrency']} | failed: {c['error']} | | | |")
+                continue
+            mine = ours.get((model, c["protocol"], c["concurrency"]))
+            peer = c["server"] != "openinfer"
+            ratio = f"{mine['throughput'] / c['throughput']:.2f}x" if peer and mine and c["throughput"] else ""
+            stable = "" if c["stable"] else " (unstable)"
+            lines.append(
+                f"| {c['label']} | {c['protocol']} | {c['concurrency']} | {c['throughput']:.0f}{stable} | "
+                f"{c['p50_ms']:.2f} | {c['p99_ms']:.2f} | {ratio} |"
+            )
+    if skipped:
+        lines += ["", "Skipped:", ""] + [f"- {label}: {why}" for label, why in skipped.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -334,9 +372,9 @@ def main(argv: list[str]) -> int:
     cells: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="openinfer-onnx-bench-") as tmp:
         work = Path(tmp)
-        model = work / "model.onnx"
-        model.write_bytes(build_model())
-        servers, skipped = make_servers(ns.servers.split(","), work, model, not ns.no_install)
+        for name in MODELS:
+            (work / f"{name}.onnx").write_bytes(build_model(name))
+        servers, skipped = make_servers(ns.servers.split(","), work, not ns.no_install)
         for server in servers:
             print(f"== {server.label}", file=sys.stderr)
             try:
@@ -346,16 +384,17 @@ def main(argv: list[str]) -> int:
                 print(f"skipping {server.label}: {exc}", file=sys.stderr)
                 continue
             try:
-                for protocol in ns.protocols.split(","):
-                    for concurrency in (int(c) for c in ns.concurrency.split(",")):
-                        print(f"-- {server.label} {protocol} c={concurrency}", file=sys.stderr)
-                        cell: dict[str, Any] = {"server": server.key, "label": server.label,
-                                                "protocol": protocol, "concurrency": concurrency}
-                        try:
-                            cell.update(measure(server, protocol, concurrency, ns))
-                        except (RunError, ControlError, OSError) as exc:
-                            cell["error"] = str(exc)
-                        cells.append(cell)
+                for model in MODELS:
+                    for protocol in ns.protocols.split(","):
+                        for concurrency in (int(c) for c in ns.concurrency.split(",")):
+                            print(f"-- {server.label} {model} {protocol} c={concurrency}", file=sys.stderr)
+                            cell: dict[str, Any] = {"server": server.key, "label": server.label, "model": model,
+                                                    "protocol": protocol, "concurrency": concurrency}
+                            try:
+                                cell.update(measure(server, model, protocol, concurrency, ns))
+                            except (RunError, ControlError, OSError) as exc:
+                                cell["error"] = str(exc)
+                            cells.append(cell)
             finally:
                 server.stop()
     (RESULTS / "onnx.json").write_text(json.dumps({"cells": cells, "skipped": skipped}, indent=2))

@@ -15,7 +15,9 @@ HERE = Path(__file__).resolve().parent
 VENVS = HERE / ".venvs"
 
 PEERS = {
-    "mlserver": ["mlserver==1.7.1"],
+    # uvloop 0.22 made get_event_loop() raise outside a running loop, which kills MLServer
+    # 1.7.1's parallel workers at start; 0.21 is what it was released against.
+    "mlserver": ["mlserver==1.7.1", "uvloop<0.22"],
     "kserve": ["kserve"],
 }
 
@@ -28,7 +30,8 @@ def ensure_peer(name: str, install: bool = True) -> tuple[Path | None, str]:
     """The peer's interpreter, or None and why not."""
     py = venv_python(name)
     marker = VENVS / f"{name}.ok"
-    if py.exists() and marker.exists():
+    spec = " ".join(PEERS[name]) + "\n"
+    if py.exists() and marker.exists() and marker.read_text() == spec:
         return py, ""
     if not install:
         return None, f"{name} is not installed (run without --no-install)"
@@ -36,13 +39,13 @@ def ensure_peer(name: str, install: bool = True) -> tuple[Path | None, str]:
     VENVS.mkdir(parents=True, exist_ok=True)
     print(f"installing {name} into {py.parent.parent} (log: {log}) ...", file=sys.stderr)
     with log.open("w") as out:
-        ok = subprocess.call([sys.executable, "-m", "venv", str(py.parent.parent)],
-                             stdout=out, stderr=out) == 0
+        ok = py.exists() or subprocess.call(
+            [sys.executable, "-m", "venv", str(py.parent.parent)], stdout=out, stderr=out) == 0
         ok = ok and subprocess.call([str(py), "-m", "pip", "install", "-q", *PEERS[name]],
                                     stdout=out, stderr=out) == 0
     if not ok:
         return None, f"{name} did not install; see {log}"
-    marker.write_text(" ".join(PEERS[name]) + "\n")
+    marker.write_text(spec)
     return py, ""
 
 
