@@ -34,6 +34,9 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-header-forward-pattern", default=None)
     p.add_argument("--http-thread-count", type=int, default=8, help="accepted for compatibility")
     _flag_bool(p, "--reuse-http-port", False, "set SO_REUSEPORT on the HTTP socket")
+    p.add_argument("--http-client-timeout-secs", type=float, default=30.0,
+                   help="drop HTTP connections whose request headers take longer than this to arrive, "
+                   "or whose body stalls this long (slow clients); all HTTP listeners")
     # gRPC
     _flag_bool(p, "--allow-grpc", True, "serve KServe v2 over gRPC")
     p.add_argument("--grpc-address", default="0.0.0.0")

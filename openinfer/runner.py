@@ -142,8 +142,10 @@ class _QuietUvicorn:
     """uvicorn.Server without its own signal handling: shutdown order is ours."""
 
     @staticmethod
-    def make(app, host: str, port: int, reuse_port: bool = False):
+    def make(app, host: str, port: int, reuse_port: bool = False, client_timeout: float = 30.0):
         import uvicorn
+
+        from .frontends.http.protocol import protocol_class
 
         class Server(uvicorn.Server):
             @contextlib.contextmanager
@@ -155,7 +157,7 @@ class _QuietUvicorn:
             host=host,
             port=port,
             loop="none",
-            http="httptools",
+            http=protocol_class(client_timeout),  # httptools, with deadlines for slow clients
             lifespan="off",
             access_log=False,
             proxy_headers=False,
@@ -224,13 +226,17 @@ async def serve(args: argparse.Namespace) -> int:
         for ext in extensions:
             if hasattr(ext, "http_hook"):
                 ext.http_hook(app)
-        http = _QuietUvicorn.make(app, host_of(args.http_address), args.http_port, args.reuse_http_port)
+        http = _QuietUvicorn.make(
+            app, host_of(args.http_address), args.http_port, args.reuse_http_port, args.http_client_timeout_secs
+        )
         uvicorn_servers.append(http)
         tasks.append(asyncio.create_task(http.serve()))
     if args.allow_metrics:
         maddr = args.metrics_address or args.http_address
         metrics_asgi = metrics_app(server, config=args.metrics_settings, cpu=args.allow_cpu_metrics)
-        metrics = _QuietUvicorn.make(metrics_asgi, host_of(maddr), args.metrics_port)
+        metrics = _QuietUvicorn.make(
+            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs
+        )
         uvicorn_servers.append(metrics)
         tasks.append(asyncio.create_task(metrics.serve()))
     for ext in extensions:

@@ -8,7 +8,7 @@ Senders must be called on the server's event loop; thread-based backends hop the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from .errors import InternalError
 from .types import InferRequest, InferResponse
@@ -19,12 +19,23 @@ _DONE = object()
 class ResponseSender:
     """Delivers the responses of one request; `complete()` ends it (Triton's FINAL flag)."""
 
-    __slots__ = ("request", "closed", "responses_sent")
+    __slots__ = ("request", "closed", "responses_sent", "on_cancel")
 
     def __init__(self, request: InferRequest) -> None:
         self.request = request
         self.closed = False
         self.responses_sent = 0
+        #: Set by a backend that can stop work it has started (the Python backend's workers).
+        self.on_cancel: Callable[[], None] | None = None
+
+    def cancel(self) -> None:
+        """The caller went away: deliver nothing more and let the backend stop the work."""
+        if self.closed:
+            return
+        self.closed = True
+        hook, self.on_cancel = self.on_cancel, None
+        if hook is not None:
+            hook()
 
     def send(self, response: InferResponse | None, final: bool = True) -> None:
         if self.closed:

@@ -172,8 +172,12 @@ class InferenceServer:
                 sender = UnarySender(request, asyncio.get_running_loop())
                 if trace is not None:
                     trace.queued(request)
-                await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
-                response = await sender.future
+                try:
+                    await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
+                    response = await sender.future
+                except asyncio.CancelledError:  # the caller went away: stop the work, count it
+                    _cancel(request, sender)
+                    raise
                 if trace is not None:
                     trace.responded(response)
                 if response.error is not None:
@@ -237,7 +241,7 @@ class InferenceServer:
                 if not schedule.done():
                     schedule.cancel()
                 if not sender.closed:
-                    cancelled.set()
+                    _cancel(request, sender)
             ok = True
         finally:
             if trace is not None:
@@ -296,3 +300,10 @@ class InferenceServer:
         if not ready:
             raise InvalidArgumentError(f"requested model '{name}' is not available")
         return [self.repository.get(name, str(v)).stats.as_dict() for v in ready]
+
+
+def _cancel(request: InferRequest, sender: UnarySender | StreamSender) -> None:
+    """Mark a request whose caller stopped listening: engines poll the event, backends get the hook."""
+    request.flags.setdefault("cancelled", threading.Event()).set()
+    request.flags["failure_reason"] = "CANCELED"
+    sender.cancel()

@@ -8,6 +8,7 @@ other models never notice.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -94,6 +95,9 @@ class WorkerProcess:
         self.reader_task: asyncio.Task[None] | None = None
         self.control: asyncio.Future[Any] | None = None
         self.dead = False
+        self.exit_code: int | None = None
+        #: Set once the death is handled (exit code known, held requests failed).
+        self.reaped = asyncio.Event()
         self._outbox: list[bytes] = []
 
     async def spawn(self) -> None:
@@ -163,7 +167,11 @@ class WorkerProcess:
             ipc.cleanup_leftovers(self.process.pid)
         if self.control is not None and not self.control.done():
             self.control.set_result(("error", f"worker process exited with code {code}"))
-        self.owner.worker_died(self, code)
+        self.exit_code = code
+        try:
+            self.owner.worker_died(self, code)
+        finally:
+            self.reaped.set()
 
     async def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:
@@ -249,10 +257,7 @@ class PythonInstance(ModelInstance):
         if worker is not self.worker:
             return
         self._ready.clear()
-        message = (
-            f"Failed to process the request(s) for model instance '{self.spec.name}', message: "
-            f"Stub process '{self.spec.name}' is not healthy (exit code {code})."
-        )
+        message = self._death_message(code)
         for future, _senders in self._batches.values():
             if not future.done():
                 future.set_exception(InternalError(message))
@@ -263,6 +268,12 @@ class PythonInstance(ModelInstance):
         if not self._stopping:
             log.error("instance '%s' of model '%s' died (exit code %s); restarting", self.spec.name, self.ctx.name, code)
             asyncio.ensure_future(self._restart())
+
+    def _death_message(self, code: int | None) -> str:
+        return (
+            f"Failed to process the request(s) for model instance '{self.spec.name}', message: "
+            f"Stub process '{self.spec.name}' is not healthy (exit code {code})."
+        )
 
     async def _restart(self) -> None:
         delay = 0.1
@@ -282,6 +293,14 @@ class PythonInstance(ModelInstance):
             await asyncio.wait_for(self._ready.wait(), 60)
         worker = self.worker
         assert worker is not None
+        if worker.dead:  # it died a moment ago: fail like the requests it held
+            await worker.reaped.wait()
+            raise InternalError(self._death_message(worker.exit_code))
+        # Requests whose caller left while they waited (a batcher's queue) are dropped here.
+        live = [(r, s) for r, s in zip(requests, senders) if not s.closed]
+        if not live:
+            return ExecutionTiming()
+        requests, senders = [r for r, _ in live], [s for _, s in live]
         loop = asyncio.get_running_loop()
         batch_id = next(self._keys)
         payloads = []
@@ -289,12 +308,18 @@ class PythonInstance(ModelInstance):
             key = next(self._keys)
             if self.ctx.decoupled:
                 self._senders[key] = sender
+            sender.on_cancel = functools.partial(self._cancel, worker, key)
             payloads.append(_request_payload(request, key))
         future: asyncio.Future[Any] = loop.create_future()
         self._batches[batch_id] = (future, senders)
         worker.send(("execute", batch_id, payloads))
         try:
             responses, timing = await asyncio.wait_for(future, self.execute_timeout)
+        except asyncio.CancelledError:  # the caller went away: the worker skips or flags the work
+            self._batches.pop(batch_id, None)
+            for sender in senders:
+                sender.cancel()
+            raise
         except asyncio.TimeoutError:
             self._batches.pop(batch_id, None)
             await worker.kill()  # a hung model: its process goes, the instance restarts
@@ -319,6 +344,15 @@ class PythonInstance(ModelInstance):
         if timing is None:
             return ExecutionTiming()
         return ExecutionTiming(*timing)
+
+    def _cancel(self, worker: WorkerProcess, key: int) -> None:
+        """Tell the worker a request's caller is gone: queued, it is skipped; running, the
+        model's `is_cancelled()` turns true."""
+        self._senders.pop(key, None)
+        try:
+            worker.send(("cancel", [key]))
+        except OpenInferError:
+            pass  # the worker is gone, and the work with it
 
     # --------------------------------------------------------------- dispatch
     def dispatch(self, worker: WorkerProcess, message: tuple) -> None:

@@ -28,6 +28,8 @@ TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 _bls_call: Any = None  # (request_payload, decoupled) -> iterator of response payloads
 _response_channel: Any = None  # (request_key, response_payload | None, final) -> None
 _model_name = ""
+#: Keys of requests whose caller went away (filled by the worker's reader thread).
+_cancelled: set[int] = set()
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -229,7 +231,7 @@ class InferenceResponseSender:
             self._closed = True
 
     def is_cancelled(self) -> bool:
-        return False
+        return self._key in _cancelled
 
 
 # ----------------------------------------------------------------------------- requests
@@ -296,7 +298,7 @@ class InferenceRequest:
         return self._sender
 
     def is_cancelled(self) -> bool:
-        return False
+        return self._key in _cancelled
 
     def set_release_flags(self, flags: int) -> None:
         pass

@@ -41,6 +41,9 @@ class Worker:
         self._bls_waiting: dict[int, queue.Queue[Any]] = {}
         self._bls_lock = threading.Lock()
         self.decoupled = False
+        #: Keys of requests received and not yet finished; a cancel for any other key is stale.
+        self._active: set[int] = set()
+        self._active_lock = threading.Lock()
 
     # --------------------------------------------------------------- channel
     def reader(self) -> None:
@@ -53,7 +56,13 @@ class Worker:
                         waiting = self._bls_waiting.get(message[1])
                     if waiting is not None:
                         waiting.put(message[2:])
+                elif kind == "cancel":  # handled here, so a running execute sees it at once
+                    with self._active_lock:
+                        pb_utils._cancelled.update(k for k in message[1] if k in self._active)
                 else:
+                    if kind == "execute":
+                        with self._active_lock:
+                            self._active.update(p["key"] for p in message[2])
                     self.tasks.put(message)
         except (EOFError, OSError):
             self.tasks.put(("exit",))
@@ -155,8 +164,32 @@ class Worker:
             except Exception as exc:
                 payload = _error_payload(pb_utils.TritonError.INTERNAL, str(exc))
         self.send(("response", key, payload, final))
+        if final:
+            self._forget((key,))
 
     def execute(self, batch_id: int, payloads: list[dict]) -> None:
+        """Run a batch; requests cancelled while they waited in this process are skipped."""
+        skipped = {p["key"] for p in payloads if p["key"] in pb_utils._cancelled}
+        live = [p for p in payloads if p["key"] not in skipped]
+        try:
+            responses, timing = self._run_batch(live) if live else ([], None)
+        finally:
+            self._forget(skipped if self.decoupled else [p["key"] for p in payloads])
+        if skipped and responses is not None:
+            answers = iter(responses)
+            cancelled = _error_payload(pb_utils.TritonError.CANCELLED, "the request was cancelled")
+            responses = [cancelled if p["key"] in skipped else next(answers) for p in payloads]
+        if self.decoupled and responses is not None:
+            self._forget(p["key"] for p in payloads)
+        self.send(("executed", batch_id, responses, timing))
+
+    def _forget(self, keys: Any) -> None:
+        with self._active_lock:
+            for key in keys:
+                self._active.discard(key)
+                pb_utils._cancelled.discard(key)
+
+    def _run_batch(self, payloads: list[dict]) -> tuple[list[dict] | None, tuple[int, int, int] | None]:
         started = time.perf_counter_ns()
         requests = [self._request(p) for p in payloads]
         input_done = time.perf_counter_ns()
@@ -165,8 +198,7 @@ class Worker:
         except Exception as exc:
             message = f"{type(exc).__name__}: {exc}" if not isinstance(exc, pb_utils.TritonModelException) else str(exc)
             error = _error_payload(pb_utils.TritonError.INTERNAL, message)
-            self.send(("executed", batch_id, [error] * len(payloads), self._timing(started, input_done)))
-            return
+            return [error] * len(payloads), self._timing(started, input_done)
         infer_done = time.perf_counter_ns()
         if self.decoupled:
             if result is not None:
@@ -174,10 +206,8 @@ class Worker:
                     pb_utils.TritonError.INTERNAL,
                     "Python model execute() of a decoupled model must return None",
                 )
-                self.send(("executed", batch_id, [error] * len(payloads), None))
-                return
-            self.send(("executed", batch_id, None, self._timing(started, input_done, infer_done)))
-            return
+                return [error] * len(payloads), None
+            return None, self._timing(started, input_done, infer_done)
         if not isinstance(result, (list, tuple)) or len(result) != len(requests):
             got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
             error = _error_payload(
@@ -186,15 +216,14 @@ class Worker:
                 f"objects. InferenceRequest(s) size is:{len(requests)}, and InferenceResponse(s) "
                 f"size is:{got}",
             )
-            self.send(("executed", batch_id, [error] * len(payloads), None))
-            return
+            return [error] * len(payloads), None
         responses = []
         for response in result:
             try:
                 responses.append(self._response(response))
             except Exception as exc:
                 responses.append(_error_payload(pb_utils.TritonError.INTERNAL, str(exc)))
-        self.send(("executed", batch_id, responses, self._timing(started, input_done, infer_done)))
+        return responses, self._timing(started, input_done, infer_done)
 
     @staticmethod
     def _timing(started: int, input_done: int, infer_done: int | None = None) -> tuple[int, int, int]:

@@ -6,6 +6,7 @@ orjson in and out. Every error becomes `{"error": "..."}` with the status from t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,7 @@ class Route:
     group: str | None  # restricted-API group
     handler: Handler
     raw_body: bool = False  # handler decompresses itself (infer)
+    cancellable: bool = False  # a client that disconnects cancels the handler (and its work)
 
 
 def json_response(value: Any, status: int = 200) -> HttpResponse:
@@ -82,10 +84,11 @@ class HttpApp:
         )
 
     def add_route(
-        self, pattern: str, methods: str | tuple[str, ...], group: str | None, handler: Handler, *, raw_body: bool = False
+        self, pattern: str, methods: str | tuple[str, ...], group: str | None, handler: Handler, *,
+        raw_body: bool = False, cancellable: bool = False,
     ) -> None:
         names = (methods,) if isinstance(methods, str) else methods
-        self.routes.append(Route(re.compile(pattern + "$"), frozenset(names), group, handler, raw_body))
+        self.routes.append(Route(re.compile(pattern + "$"), frozenset(names), group, handler, raw_body, cancellable))
 
     # ------------------------------------------------------------------ ASGI
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
@@ -122,7 +125,13 @@ class HttpApp:
             body = await self._read_body(receive, headers)
             if not route.raw_body:
                 body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
-            response = await route.handler(HttpRequest(method, path, headers, body, match))
+            work = route.handler(HttpRequest(method, path, headers, body, match))
+            if route.cancellable:
+                response = await _unless_disconnected(work, receive)
+                if response is None:
+                    return  # the client left; the core cancelled its request
+            else:
+                response = await work
         except OpenInferError as exc:
             response = error_response(exc.status.http, exc.message)
             if isinstance(exc, UnsupportedEncodingError):
@@ -146,7 +155,7 @@ class HttpApp:
         body = message.get("body", b"")
         if not message.get("more_body"):
             return body
-        chunks = [body]
+        chunks = bytearray(body)  # one growing buffer: many tiny chunks cost no per-chunk objects
         size = len(body)
         while message.get("more_body"):
             message = await receive()
@@ -160,8 +169,8 @@ class HttpApp:
                     f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
                     f"{limit} bytes. Use --http-max-input-size to increase the limit."
                 )
-            chunks.append(chunk)
-        return b"".join(chunks)
+            chunks += chunk
+        return bytes(chunks)
 
     @staticmethod
     async def _drain(receive: Callable) -> None:
@@ -191,3 +200,34 @@ class HttpApp:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+async def _unless_disconnected(work: Awaitable[HttpResponse], receive: Callable) -> HttpResponse | None:
+    """Await a handler; None if the client disconnected first, in which case the handler is
+    cancelled (the core then cancels the request's work instead of finishing it for nobody)."""
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    async def watch() -> None:
+        nonlocal gone
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone = True
+        task.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        response = await work
+    except asyncio.CancelledError:
+        if not gone:
+            raise
+        response = None
+    finally:
+        watcher.cancel()
+    if gone:
+        uncancel = getattr(task, "uncancel", None)  # Python 3.11+
+        if uncancel is not None:
+            uncancel()
+        return None
+    return response

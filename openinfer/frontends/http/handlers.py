@@ -187,7 +187,7 @@ def install(app: HttpApp) -> None:
     app.add_route(r"/v2", "GET", "metadata", server_metadata)
     app.add_route(r"/v2/models/stats", "GET", "statistics", model_stats)
     app.add_route(_MODEL + r"/ready", "GET", "health", model_ready)
-    app.add_route(_MODEL + r"/infer", "POST", "inference", infer, raw_body=True)
+    app.add_route(_MODEL + r"/infer", "POST", "inference", infer, raw_body=True, cancellable=True)
     app.add_route(_MODEL + r"/config", "GET", "model-config", model_config)
     app.add_route(_MODEL + r"/stats", "GET", "statistics", model_stats)
     app.add_route(_MODEL, "GET", "metadata", model_metadata)

@@ -1,0 +1,70 @@
+"""uvicorn's httptools protocol with deadlines for slow clients (slow-loris).
+
+uvicorn only times out idle keep-alive connections: a client that trickles its headers, or
+stops in the middle of a body, holds its connection (and the request's buffers) forever.
+Here a request's headers must arrive within `timeout` seconds of its first byte (of the
+connection, for a new one), and a body may not pause for longer than `timeout`; otherwise the
+connection is closed. Every HTTP listener (KServe, metrics, OpenAI) uses this protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger("openinfer.http")
+
+DEFAULT_TIMEOUT_SECS = 30.0
+
+
+def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protocol]:
+    """An httptools protocol class whose connections obey `timeout` (seconds, > 0)."""
+
+    class SlowClientGuard(HttpToolsProtocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()  # a connection that never sends a request is dropped too
+
+        def data_received(self, data: bytes) -> None:
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete:
+                if self._deadline is None:  # the first byte of the next request's headers
+                    self._arm()
+            elif cycle.more_body:
+                self._arm()  # the body moved: a fresh pause allowance
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+            if self.cycle is not None and self.cycle.more_body:
+                self._arm()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                log.debug("closing a connection that sent no complete request within %.0fs", timeout)
+                self.transport.close()
+
+    return SlowClientGuard
