@@ -348,9 +348,8 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.onnx_peers", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    # MLServer's default worker process dies under this machine's uvloop (see RESULTS.md), so the
-    # model runs on its event loop (`parallel_workers: 0`); `mlserver` selects the default anyway.
-    p.add_argument("--servers", default="openinfer,mlserver_pw0,kserve")
+    # MLServer twice, as in the main suite: its default worker process and `parallel_workers: 0`.
+    p.add_argument("--servers", default="openinfer,mlserver,mlserver_pw0,kserve")
     p.add_argument("--protocols", default="http,grpc")
     p.add_argument("--concurrency", default="1,8")
     p.add_argument("--interval-ms", type=int, default=2000)
