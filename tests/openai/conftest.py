@@ -176,9 +176,9 @@ def raw_post(url: str, body: dict | bytes, headers: dict[str, str] | None = None
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
-            return reply.status, dict(reply.headers), reply.read()
+            return reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read()
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read()
+        return exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
 
 
 def sse_events(body: bytes) -> list:
