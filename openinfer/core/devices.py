@@ -3,7 +3,7 @@
 Instance groups need the answer at config time (KIND_AUTO becomes KIND_GPU when a GPU is
 visible, an empty `gpus` list means all of them), long before any backend loads a CUDA
 runtime. The NVIDIA driver lists its devices under /proc; `CUDA_VISIBLE_DEVICES` narrows
-them as CUDA would (numbers only; an empty value hides every GPU).
+them as CUDA would (indices or `GPU-`/`MIG-` UUIDs; an empty value hides every GPU).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ def visible_gpus() -> tuple[int, ...]:
     mask = os.environ.get("CUDA_VISIBLE_DEVICES")
     if mask is None:
         return ids
-    visible = []
+    visible = 0
     for item in mask.split(","):
         item = item.strip()
-        if not item.isdigit() or int(item) >= count:
-            break  # CUDA stops at the first invalid entry
-        visible.append(int(item))
-    return tuple(range(len(visible)))
+        by_index = item.isdigit() and int(item) < count
+        by_uuid = item.startswith(("GPU-", "MIG-")) and visible < count
+        if not (by_index or by_uuid):
+            break  # CUDA stops at the first entry it cannot resolve
+        visible += 1
+    return tuple(range(visible))
