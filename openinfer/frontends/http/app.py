@@ -40,6 +40,8 @@ class HttpResponse:
     status: int = 200
     body: bytes = b""
     headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(JSON))
+    #: A streaming answer (server-sent events): an ASGI responder `async (receive, send)`.
+    stream: Callable[[Callable, Callable], Awaitable[None]] | None = None
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
@@ -139,6 +141,9 @@ class HttpApp:
         except Exception as exc:  # a bug must still answer in the protocol's format
             log.exception("unhandled error on %s %s", method, path)
             response = error_response(status_of(exc).http, f"internal error: {exc}")
+        if response.stream is not None:
+            await response.stream(receive, send)
+            return
         await self._send(send, response)
 
     async def _read_body(self, receive: Callable, headers: dict[str, str]) -> bytes:

@@ -108,13 +108,9 @@ def install(app: HttpApp) -> None:
     async def generate_stream(req: HttpRequest) -> HttpResponse:
         name, version = args(req)
         request = to_request(server, name, version, req.body, stream=True)
-        headers = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]
-        if "stream" in HttpResponse.__dataclass_fields__:
-            return HttpResponse(200, b"", headers, stream=_sse(server, request))  # type: ignore[call-arg]
-        body = b"".join([chunk async for chunk in _events(server, request)])  # an app without streaming
-        return HttpResponse(200, body, headers)
+        return HttpResponse(200, b"", stream=_sse(server, request))
 
-    app.add_route(_MODEL + r"/generate", "POST", "inference", generate)
+    app.add_route(_MODEL + r"/generate", "POST", "inference", generate, cancellable=True)
     app.add_route(_MODEL + r"/generate_stream", "POST", "inference", generate_stream)
 
 
