@@ -159,7 +159,7 @@ def test_cancelled_stream_stops_generating(llm_server, http):
     stream = Stream(llm_server.grpc_url)
     stream.send("tiny_llama", PROMPTS[3], {"max_tokens": 480, "ignore_eos": True, **GREEDY}, stream=True)
     for _ in range(3):
-        result, error = stream.next()
+        _, error = stream.next()
         assert error is None
     stream.close(cancel=True)
     # the count settles once the engine has dropped the sequence

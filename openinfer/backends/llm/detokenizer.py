@@ -43,7 +43,7 @@ class IncrementalDetokenizer:
         prefix = self._decode(self.ids[self.prefix_offset : self.read_offset])
         full = self._decode(self.ids[self.prefix_offset :])
         if len(full) > len(prefix) and not full.endswith("\ufffd"):
-            delta = full[len(prefix) :] if full.startswith(prefix) else full
+            delta = full.removeprefix(prefix)
             self.prefix_offset = self.read_offset
             self.read_offset = len(self.ids)
             return delta

@@ -182,9 +182,8 @@ def _guided(params: dict[str, Any]) -> GuidedSpec | None:
     elif kind == "choice":
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
             raise _bad("guided_choice", "a non-empty list of strings", value)
-    elif kind in ("regex", "grammar"):
-        if not isinstance(value, str) or not value:
-            raise _bad(f"guided_{kind}", "a non-empty string", value)
+    elif kind in ("regex", "grammar") and (not isinstance(value, str) or not value):
+        raise _bad(f"guided_{kind}", "a non-empty string", value)
     return GuidedSpec(kind, value)
 
 

@@ -52,7 +52,7 @@ class TransformersInstance(ModelInstance):
                 self.engine.submit(self._job(request, sender))
             except OpenInferError as exc:
                 sender.fail(exc)
-        return None  # the engine records one execution per forward pass
+        # None: the engine records one execution per forward pass
 
     def _job(self, request: InferRequest, sender: ResponseSender) -> Group | EmbedJob:
         task = interface.task_of(request)
