@@ -75,6 +75,10 @@ class GrpcDriver:
         req = pb.ModelInferRequest(model_name=self.opts.model,
                                    model_version=self.opts.model_version)
         shm = self.opts.shared_memory == "system"
+        if self.opts.streaming:
+            # Without this a decoupled model's closing (empty) response is never sent, and a
+            # request could not tell that its last answer had arrived.
+            _set_param(req.parameters, "triton_enable_empty_final_response", True)
         for i, t in enumerate(row):
             inp = req.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
             if shm:

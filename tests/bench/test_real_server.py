@@ -56,3 +56,13 @@ def test_server_cli_dispatches_bench(real_server) -> None:  # type: ignore[no-un
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "Infer/s" in out.stdout
+
+
+def test_decoupled_streaming(tmp_path: Path, real_server) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "repeat.json"
+    data.write_text('{"data": [{"IN": [1, 2, 3], "DELAY_MS": [0]}]}')
+    code, doc = bench(tmp_path, "-m", "repeat", "-u", real_server.grpc_url, "-i", "grpc",
+                      "--streaming", "--input-data", str(data), "--request-count", "40",
+                      "--concurrency-range", "2", "--timeout", "20")
+    assert code == 0, doc
+    assert doc["levels"][0]["completed"] == 40
