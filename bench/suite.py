@@ -78,6 +78,19 @@ def measure_wrk(wrk: str, server: servers.Server, size: int, conc: int, body: Pa
             "driver": "wrk"}
 
 
+def best_of_rounds(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One cell per server and point: the round with the highest throughput (errors lose)."""
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for c in cells:
+        key = (c["server"], c["protocol"], c["size"], c["concurrency"])
+        old = best.get(key)
+        if old is None or (old.get("error") and not c.get("error")) or (
+            not c.get("error") and c["throughput"] > old.get("throughput", 0)
+        ):
+            best[key] = c
+    return list(best.values())
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--servers", default=",".join(servers.ALL),
@@ -91,6 +104,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup-ms", type=int, default=1000)
     p.add_argument("--validate-every-large", type=int, default=4,
                    help="check values of one large response in N (status always checked)")
+    p.add_argument("--order", choices=["interleaved", "server"], default="interleaved",
+                   help="interleaved: all servers up, each point measured on each in turn")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="measure the whole grid this many times and keep each cell's best")
     p.add_argument("--http-driver", choices=["openinfer", "wrk"], default="openinfer")
     p.add_argument("--client-cost", action=argparse.BooleanOptionalAction, default=True,
                    help="also measure what each HTTP client costs per request")
@@ -115,40 +132,64 @@ def main(argv: list[str]) -> int:
             print(f"{why}; driving HTTP with openinfer bench instead", file=sys.stderr)
     cells: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
-    for key in _csv(ns.servers, str):
+    started: list[servers.Server] = []
+
+    def start(key: str) -> servers.Server | None:
         server = servers.make(key, install=not ns.no_install)
-        if server.skip:
-            skipped[server.label] = server.skip
-            print(f"skipping {server.label}: {server.skip}", file=sys.stderr)
-            continue
-        print(f"== {server.label}", file=sys.stderr)
+        if not server.skip:
+            print(f"== starting {server.label}", file=sys.stderr)
+            try:
+                server.start()
+                started.append(server)
+                return server
+            except RuntimeError as exc:
+                server.skip = str(exc)
+        skipped[server.label] = server.skip
+        print(f"skipping {server.label}: {server.skip}", file=sys.stderr)
+        return None
+
+    def cell(server: servers.Server, proto: str, size: int, conc: int) -> None:
+        print(f"-- {server.label} {proto} [1,{size}] c={conc}", file=sys.stderr)
+        c: dict[str, Any] = {"server": server.key, "label": server.label, "protocol": proto,
+                             "size": size, "concurrency": conc}
         try:
-            server.start()
-        except RuntimeError as exc:
-            skipped[server.label] = str(exc)
-            print(f"skipping {server.label}: {exc}", file=sys.stderr)
-            continue
-        try:
-            for proto in [p for p in protocols if p in server.protocols]:
-                for size in sizes:
-                    for conc in concs:
-                        print(f"-- {server.label} {proto} [1,{size}] c={conc}", file=sys.stderr)
-                        cell = {"server": key, "label": server.label, "protocol": proto,
-                                "size": size, "concurrency": conc}
-                        try:
-                            if wrk and proto == "http":
-                                cell.update(measure_wrk(wrk, server, size, conc,
-                                                        files[size][1], ns))
-                            else:
-                                cell.update(measure(server, proto, size, conc,
-                                                    files[size][0], ns))
-                        except (RunError, ControlError, OSError) as exc:
-                            cell["error"] = str(exc)
-                            print(f"   failed: {exc}", file=sys.stderr)
-                        cells.append(cell)
-        finally:
+            if wrk and proto == "http":
+                c.update(measure_wrk(wrk, server, size, conc, files[size][1], ns))
+            else:
+                c.update(measure(server, proto, size, conc, files[size][0], ns))
+        except (RunError, ControlError, OSError) as exc:
+            c["error"] = str(exc)
+            print(f"   failed: {exc}", file=sys.stderr)
+        cells.append(c)
+
+    grid = [(p, size, conc) for p in protocols for size in sizes for conc in concs]
+    try:
+        if ns.order == "server":  # one server up at a time
+            for key in _csv(ns.servers, str):
+                server = start(key)
+                if server is None:
+                    continue
+                for _ in range(ns.rounds):
+                    for proto, size, conc in grid:
+                        if proto in server.protocols:
+                            cell(server, proto, size, conc)
+                server.stop()
+        else:  # all up, every cell measured on each server in turn: drift hits all alike
+            ups = [s for s in (start(k) for k in _csv(ns.servers, str)) if s is not None]
+            for _ in range(ns.rounds):
+                for proto, size, conc in grid:
+                    for server in ups:
+                        if proto in server.protocols:
+                            cell(server, proto, size, conc)
+    finally:
+        for server in started:
             server.stop()
-    settings = {"load_at_start": load_at_start, "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
+    cells = best_of_rounds(cells)
+    order_note = ("all servers up, each point measured on every server in turn"
+                  if ns.order == "interleaved" else "one server up at a time")
+    if ns.rounds > 1:
+        order_note += f", best of {ns.rounds} rounds per cell"
+    settings = {"order_note": order_note, "load_at_start": load_at_start, "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
                 "stability": ns.stability,
                 "validation": f"every response up to [1,4096], one in "
                               f"{ns.validate_every_large} above; status always"}

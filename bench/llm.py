@@ -1,0 +1,193 @@
+"""The LLM row of `make bench`: a tiny Llama through the OpenAI endpoint, against the same model
+called in-process.
+
+Three figures, on the same prompts and the same 64 greedy tokens per request (EOS ignored):
+
+* **direct**: `transformers` `model.generate`, one request at a time, in this process (what a user
+  gets without a server), and our continuous-batching engine in-process (no HTTP at all);
+* **served, concurrency 1**: `openinfer serve --openai-port` with the `transformers` backend,
+  streamed completions measured by `openinfer bench openai` (time to first token to the first
+  content event, output tokens per second over the run);
+* **served, concurrency 8**: the same, eight requests in flight; the engine batches them.
+
+The frontend's overhead is served c=1 against the in-process engine at c=1 (same engine, no
+server), and against `model.generate`; batching is served c=8 against served c=1.
+
+    python -m bench.llm [--requests 24] [--max-tokens 64] [--out bench/LLM_RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MODEL = "tiny_llama"
+INPUT_WORDS = 12  # prompt length, in words of the bench client's vocabulary
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def prompts(count: int) -> list[str]:
+    """The prompts `openinfer bench openai` sends (same generator, same seed, same order)."""
+    from openinfer.bench.openai.prompts import sample_length, synthetic_prompt, word_count
+
+    rng = random.Random(0)
+    made = [synthetic_prompt(rng, sample_length(rng, INPUT_WORDS, 0.0), word_count) for _ in range(100)]
+    return [made[(i + 1) % len(made)] for i in range(count)]
+
+
+class Served:
+    """`openinfer serve` with only the OpenAI frontend, serving the tiny Llama."""
+
+    def __init__(self, model_dir: Path, workdir: Path) -> None:
+        from tests.llm_fixtures import write_llm_model
+
+        self.repo = workdir / "models"
+        write_llm_model(self.repo, MODEL, model_dir, model_json={"cpu_threads": 1, "max_num_seqs": 16})
+        self.port = _free_port()
+        self.log = workdir / "server.log"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> Served:
+        command = [
+            sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(self.repo),
+            "--openai-port", str(self.port), "--openai-address", "127.0.0.1",
+            "--enable-kserve-frontends", "false",
+        ]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.process = subprocess.Popen(command, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited:\n{self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health/ready", timeout=2) as reply:
+                    if reply.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not become ready")
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+    def measure(self, concurrency: int, requests: int, max_tokens: int) -> dict[str, Any]:
+        command = [
+            sys.executable, "-m", "openinfer.cli", "bench", "openai", "-m", MODEL, "-u", f"127.0.0.1:{self.port}",
+            "--endpoint-type", "completions", "--streaming",
+            "--synthetic-input-tokens-mean", str(INPUT_WORDS), "--output-tokens-mean", str(max_tokens),
+            "--output-tokens-mean-deterministic", "--extra-inputs", "temperature:0",
+            "--concurrency", str(concurrency), "--request-count", str(requests),
+            "--warmup-request-count", str(max(2, concurrency)), "--json", "-", "--no-progress",
+        ]
+        out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        if out.returncode != 0:
+            raise RuntimeError(f"bench openai failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
+        doc = json.loads(out.stdout)
+        metrics = doc["metrics"]
+        return {
+            "name": f"served c={concurrency}",
+            "concurrency": concurrency,
+            "requests": doc["request_count"],
+            "tokens_per_s": round(metrics["output_token_throughput"]["avg"], 1),
+            "ttft_p50_ms": round(metrics["time_to_first_token"]["p50"], 2),
+            "itl_avg_ms": round(metrics["inter_token_latency"]["avg"], 3),
+            "output_tokens_avg": metrics["output_sequence_length"]["avg"],
+            "client_cpu_percent": round(doc["client_cpu_percent"], 1),
+        }
+
+
+def run(requests: int = 24, max_tokens: int = 64) -> dict[str, Any]:
+    from openinfer.backends.llm.baseline import engine_baseline, transformers_baseline
+    from tests.llm_fixtures import llm_assets
+
+    assets = llm_assets()
+    work = prompts(requests)
+    rows: list[dict[str, Any]] = []
+    direct = transformers_baseline(assets.llama, work, max_tokens).as_dict()
+    direct["name"] = "transformers generate, in-process"
+    rows.append(direct)
+    engine = engine_baseline(assets.llama, work, max_tokens, concurrency=1).as_dict()
+    engine["name"] = "engine in-process c=1"
+    rows.append(engine)
+    with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, Served(assets.llama, Path(tmp)) as served:
+        one = served.measure(1, requests, max_tokens)
+        eight = served.measure(8, requests * 2, max_tokens)
+    rows += [one, eight]
+    ratios = {
+        "served_c1_vs_generate_tokens_per_s": round(one["tokens_per_s"] / direct["tokens_per_s"], 3),
+        "served_c1_vs_engine_tokens_per_s": round(one["tokens_per_s"] / engine["tokens_per_s"], 3),
+        "served_c1_ttft_minus_engine_ms": round(one["ttft_p50_ms"] - engine["ttft_p50_ms"], 2),
+        "served_c8_vs_c1_tokens_per_s": round(eight["tokens_per_s"] / one["tokens_per_s"], 2),
+    }
+    return {"rows": rows, "ratios": ratios, "max_tokens": max_tokens, "prompt_words": INPUT_WORDS,
+            "load_at_start": os.getloadavg()[0]}
+
+
+def render(result: dict[str, Any]) -> str:
+    lines = [
+        "## LLM: tiny Llama through the OpenAI endpoint vs in-process",
+        "",
+        f"{result['max_tokens']} greedy tokens per request (EOS ignored), {result['prompt_words']}-word prompts, "
+        "streamed completions; one machine, client and server sharing its cores.",
+        "",
+        "| run | concurrency | requests | output tokens/s | TTFT p50 (ms) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        lines.append(
+            f"| {row['name']} | {row['concurrency']} | {row['requests']} | {row['tokens_per_s']:.1f} | {row['ttft_p50_ms']:.2f} |"
+        )
+    r = result["ratios"]
+    lines += [
+        "",
+        f"- served c=1 / `model.generate`: **{r['served_c1_vs_generate_tokens_per_s']:.2f}x** tokens/s",
+        f"- served c=1 / in-process engine c=1: **{r['served_c1_vs_engine_tokens_per_s']:.2f}x** tokens/s "
+        f"(frontend + HTTP + client cost; TTFT +{r['served_c1_ttft_minus_engine_ms']:.2f} ms)",
+        f"- served c=8 / served c=1: **{r['served_c8_vs_c1_tokens_per_s']:.2f}x** tokens/s (batching)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--out", default=str(HERE / "LLM_RESULTS.md"))
+    ns = parser.parse_args(argv)
+    result = run(ns.requests, ns.max_tokens)
+    text = render(result)
+    Path(ns.out).write_text("# LLM benchmark\n\n" + text)
+    results_dir = HERE / "results"
+    results_dir.mkdir(exist_ok=True)
+    (results_dir / "llm.json").write_text(json.dumps(result, indent=2))
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
