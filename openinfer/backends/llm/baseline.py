@@ -4,6 +4,7 @@
 at a time (time to first token measured with a streamer). `engine_baseline` runs our own
 batching engine in-process, N requests at once, without HTTP/gRPC: the gap to the server
 figures is the serving overhead, the gap between concurrency 1 and 8 is what batching buys.
+Run each in a process of its own (as `main` does): a model left from an earlier run skews the next.
 
     from openinfer.backends.llm.baseline import transformers_baseline, engine_baseline
     solo = transformers_baseline("/path/to/model", ["Hello"] * 8, max_tokens=64)
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,15 +137,16 @@ async def _engine_run(model_dir: Path, prompts: list[str], max_tokens: int, conc
             Tensor("text_input", "BYTES", (1,), np.array([prompt.encode()], dtype=object)),
             Tensor("stream", "BOOL", (1,), np.array([True])),
             Tensor("sampling_parameters", "BYTES", (1,), np.array([json.dumps(params).encode()], dtype=object)),
+            Tensor("return_num_output_tokens", "BOOL", (1,), np.array([True])),
         ])
         inputs = parse_generate(request)
         sender = StreamSender(request)
         began = time.perf_counter()
         engine.submit(Group("", inputs, parse_sampling(params), sender, None))
         first, count = None, 0
-        async for _ in sender:
+        async for response in sender:  # a response may carry several tokens when the loop lags
             first = first or time.perf_counter()
-            count += 1
+            count += sum(int(t.data.sum()) for t in response.outputs if t.name == "num_output_tokens")
         return count, ((first or time.perf_counter()) - began) * 1000
 
     queue = list(prompts)
@@ -168,11 +172,13 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, default=1)
     args = parser.parse_args()
     prompts = [f"Request {i}: tell me a story about a cat." for i in range(args.requests)]
-    rows = [transformers_baseline(args.model, prompts, args.max_tokens, cpu_threads=args.cpu_threads)]
-    for concurrency in (1, 8):
-        rows.append(engine_baseline(args.model, prompts, args.max_tokens, concurrency=concurrency,
-                                    cpu_threads=args.cpu_threads))
-    for row in rows:
+    runs = [(transformers_baseline, {})] + [(engine_baseline, {"concurrency": c}) for c in (1, 8)]
+    # each in a fresh process: a model left over from an earlier run skews the next one
+    context = multiprocessing.get_context("spawn")
+    for function, extra in runs:
+        with ProcessPoolExecutor(1, mp_context=context) as pool:
+            row = pool.submit(function, args.model, prompts, args.max_tokens, cpu_threads=args.cpu_threads,
+                              **extra).result()
         print(json.dumps(row.as_dict()))
 
 

@@ -7,6 +7,9 @@ One thread runs the loop below for a model instance. Every iteration it
   3. runs ONE decode step for every running sequence together (one forward pass, each row
      with its own position, LoRA adapter and sampling parameters),
   4. sends what is new: a delta per streaming request, the whole text when one finishes.
+     While the event loop has not yet processed the previous step's responses, streaming
+     deltas stay in their sequences and leave merged with the next ones (fewer, larger
+     responses for a consumer that lags, as vLLM does).
 So a request arriving mid-generation waits at most one step to join, and a finished one
 leaves at once; the batch grows and shrinks with the load.
 """
@@ -274,8 +277,10 @@ class GenerationEngine(EngineThread):
         for seq in rows:
             seq.position += 1
         self._accept(rows, sample(out.logits[:, -1, :], rows, self.lm.eos_ids))
+        caught_up = self.loop_caught_up()  # else deltas wait in their sequences and go out merged
         for group in dict.fromkeys(s.group for s in rows):
-            self._respond(group, outbox)
+            if caught_up or group.finished:
+                self._respond(group, outbox)
         self._compact()
         outbox.executions.append(
             (batch, ExecutionTiming(infer_start - start, infer_end - infer_start, time.perf_counter_ns() - infer_end))

@@ -45,6 +45,8 @@ class EngineThread:
         self._cv = threading.Condition()
         self._incoming: list[Any] = []
         self._stopping = False
+        self._flushed = 0  # outboxes handed to the loop (engine thread writes)
+        self._delivered = 0  # outboxes the loop has processed (loop writes)
         self._thread = threading.Thread(target=self._main, name=f"openinfer-{name}", daemon=True)
         self.on_step: Callable[[Outbox], None] | None = None  # test hook, called on the loop
 
@@ -75,6 +77,12 @@ class EngineThread:
                 self.stats.record_execution(batch_size, batch_size, timing)
         if self.on_step is not None:
             self.on_step(outbox)
+        self._delivered += 1
+
+    def loop_caught_up(self) -> bool:
+        """True when the loop has processed every outbox: when it lags, an engine may hold
+        streaming deltas back and send them merged (as vLLM does for slow consumers)."""
+        return self._delivered >= self._flushed
 
     # ---------------------------------------------------------------- thread side
     def _take(self) -> list[Any] | None:
@@ -113,6 +121,7 @@ class EngineThread:
             return
         try:
             self.loop.call_soon_threadsafe(self._deliver, outbox)
+            self._flushed += 1
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
