@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -85,6 +87,31 @@ input [ { name: "SLEEP" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
 """
 
+# Parks a request (value 1) until the test drops a `release` file; reports its process.
+PARKER = '''
+import json, os, time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.dir = json.loads(args["model_config"])["parameters"]["dir"]["string_value"]
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "SLEEP").as_numpy()
+            if x[0] == 1:
+                open(os.path.join(self.dir, f"parked.{os.getpid()}"), "w").close()
+                deadline = time.monotonic() + 60
+                while not os.path.exists(os.path.join(self.dir, "release")) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            report = json.dumps({"instance": str(os.getpid()), "seen": []}).encode()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("REPORT", np.array([report], dtype=np.object_))]))
+        return out
+'''
+
 RAISES_IN_WARMUP = '''
 import triton_python_backend_utils as pb_utils
 
@@ -100,8 +127,20 @@ def strings(*items: bytes) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def park(tmp_path_factory):
+    return tmp_path_factory.mktemp("park")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, park):
     repo = tmp_path_factory.mktemp("instances_repo")
+    write_model(
+        repo,
+        "parker",
+        SIMPLE_IO + f'instance_group [ {{ count: 2 kind: KIND_CPU }} ]\n'
+        f'parameters {{ key: "dir" value: {{ string_value: "{park}" }} }}\n',
+        PARKER,
+    )
     write_model(repo, "warmed", WARMED, RECORDER, files={"warmup/words": strings(b"hi", b"there", b"unused")})
     write_model(repo, "grouped", GROUPED, RECORDER)
     sample = """
@@ -170,6 +209,34 @@ def test_instance_groups_are_normalised_and_all_serve(server):
     names = {report(p.get_result())["instance"] for p in [client.async_infer("grouped", [sleep]) for _ in range(8)]}
     assert names <= {"pair_0", "pair_1", "grouped_1_0"}
     assert len(names) >= 2  # eight requests at once spread over the free instances
+
+
+def test_a_busy_instance_is_passed_over_for_a_free_one(server, park):
+    """With one instance parked, the next request is answered by the other one meanwhile."""
+    parked: dict = {}
+
+    def call(value: float, into: dict) -> None:
+        tensor = httpclient.InferInput("SLEEP", [1], "FP32")
+        tensor.set_data_from_numpy(np.array([value], np.float32))
+        client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+        into["report"] = report(client.infer("parker", [tensor]))
+
+    thread = threading.Thread(target=call, args=(1, parked))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.name.startswith("parked.") for p in park.iterdir()):
+            assert time.monotonic() < deadline, "the parked request never started"
+            time.sleep(0.01)
+        parked_pid = next(p for p in park.iterdir() if p.name.startswith("parked.")).name.split(".")[1]
+        free: dict = {}
+        call(0, free)  # answered while the other instance is still parked
+        assert free["report"]["instance"] != parked_pid
+        assert thread.is_alive()
+    finally:
+        (park / "release").touch()
+        thread.join()
+    assert parked["report"]["instance"] == parked_pid
 
 
 def test_gpu_groups_need_a_gpu(server):

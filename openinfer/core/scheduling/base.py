@@ -34,13 +34,27 @@ class InstancePool:
         )
         self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
         self.size = len(instances)
+        self._busy: dict[int, int] = {id(i): 0 for i in instances}  # slots in use per instance
+
+    def _take(self) -> ModelInstance:
+        """A free instance before a second slot of a busy one: requests spread over instances."""
+        chosen = 0
+        if self._busy.get(id(self._idle[0])):
+            for index, candidate in enumerate(self._idle):
+                if not self._busy.get(id(candidate)):
+                    chosen = index
+                    break
+        instance = self._idle[chosen]
+        del self._idle[chosen]
+        self._busy[id(instance)] = self._busy.get(id(instance), 0) + 1
+        return instance
 
     def try_acquire(self) -> ModelInstance | None:
-        return self._idle.popleft() if self._idle and not self._waiters else None
+        return self._take() if self._idle and not self._waiters else None
 
     async def acquire(self) -> ModelInstance:
         if self._idle and not self._waiters:
-            return self._idle.popleft()
+            return self._take()
         waiter: asyncio.Future[ModelInstance] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
@@ -54,6 +68,7 @@ class InstancePool:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(instance)
+                waiter.set_result(instance)  # stays busy: handed straight to the next request
                 return
+        self._busy[id(instance)] = max(self._busy.get(id(instance), 0) - 1, 0)
         self._idle.append(instance)
