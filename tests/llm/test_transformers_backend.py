@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import time
 
 import numpy as np
@@ -174,6 +175,32 @@ def test_cancelled_stream_stops_generating(llm_server, http):
     # and the model keeps serving
     out = http_generate(http, "tiny_llama_unary", PROMPTS[0], {"max_tokens": 2, **GREEDY})
     assert out["text_output"].shape == (1,)
+
+
+def _settled_count(http, model: str) -> int:
+    """The model's inference count once it stops moving (generation has ended)."""
+    previous, current = -1, stats(http, model)["inference_count"]
+    for _ in range(100):
+        if current == previous:
+            break
+        time.sleep(0.3)
+        previous, current = current, stats(http, model)["inference_count"]
+    return current
+
+
+def test_http_disconnect_cancels_generation(llm_server, http):
+    before = _settled_count(http, "tiny_llama_unary")
+    body = json.dumps({"text_input": PROMPTS[5], "exclude_input_in_output": True,
+                       "parameters": {"max_tokens": 480, "ignore_eos": True, **GREEDY}}).encode()
+    sock = socket.create_connection(("127.0.0.1", llm_server.http_port))
+    sock.sendall(b"POST /v2/models/tiny_llama_unary/generate HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    for _ in range(200):  # generation has started
+        if stats(http, "tiny_llama_unary")["inference_count"] - before >= 3:
+            break
+        time.sleep(0.05)
+    sock.close()
+    assert _settled_count(http, "tiny_llama_unary") - before < 240
 
 
 def test_finish_reason_stop_at_stop_string(http, assets):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
@@ -76,7 +77,8 @@ class TransformersInstance(ModelInstance):
             inputs=inputs,
             params=params,
             sender=sender,
-            cancelled=request.flags.get("cancelled"),
+            # the core sets this event when the caller goes away (stream closed, HTTP disconnect)
+            cancelled=request.flags.setdefault("cancelled", threading.Event()),
             adapter=params.lora_name or BASE_ADAPTER,
         )
 
