@@ -300,11 +300,16 @@ class ModelRepository:
     ) -> None:
         name = entry.name
         if files:
-            if config_override is None:
-                raise InvalidArgumentError(
-                    "Load parameter 'config' must be specified for model file override"
-                )
-            model_dir = self._write_override_files(name, files)
+            try:
+                if config_override is None:
+                    raise InvalidArgumentError(
+                        "Load parameter 'config' must be specified for model file override"
+                    )
+                model_dir = self._write_override_files(name, files)
+            except OpenInferError:
+                if not entry.versions and entry.override_dir is None:
+                    self.entries.pop(name, None)  # a refused request leaves no trace in the index
+                raise
             entry.override_dir = model_dir
         else:
             model_dir = self.find_model_dir(name)
@@ -414,14 +419,21 @@ class ModelRepository:
         model_dir.mkdir()
         for key, content in files.items():
             relative = key[len("file:") :]
-            target = (model_dir / relative).resolve()
-            if not target.is_relative_to(model_dir.resolve()) or not relative:
+            invalid = InvalidArgumentError(
+                f"invalid file override path '{relative}': it must stay inside the model directory"
+            )
+            try:
+                target = (model_dir / relative).resolve()
+                if not relative or target == model_dir.resolve() or not target.is_relative_to(model_dir.resolve()):
+                    raise invalid
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(content)
+            except (OSError, ValueError):  # a directory's name, a NUL byte, a file where a folder must go
                 shutil.rmtree(root, ignore_errors=True)
-                raise InvalidArgumentError(
-                    f"invalid file override path '{relative}': it must stay inside the model directory"
-                )
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content)
+                raise invalid from None
+            except InvalidArgumentError:
+                shutil.rmtree(root, ignore_errors=True)
+                raise
         return model_dir
 
     async def _load_version(

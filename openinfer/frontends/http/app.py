@@ -169,7 +169,8 @@ class HttpApp:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                await self._drain(receive)
+                if message.get("more_body"):  # the rest would otherwise sit unread
+                    await self._drain(receive)
                 raise InvalidArgumentError(
                     f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
                     f"{limit} bytes. Use --http-max-input-size to increase the limit."

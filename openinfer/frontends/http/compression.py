@@ -32,6 +32,8 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         out += inflater.flush()
     except zlib.error as exc:
         raise InvalidArgumentError(f"failed to decompress the request body: {exc}") from None
+    if not inflater.eof:  # a truncated stream would otherwise pass as a shorter body
+        raise InvalidArgumentError("failed to decompress the request body: the compressed data is truncated")
     return out
 
 
