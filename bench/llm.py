@@ -11,7 +11,8 @@ Three figures, on the same prompts and the same 64 greedy tokens per request (EO
 * **served, concurrency 8**: the same, eight requests in flight; the engine batches them.
 
 The frontend's overhead is served c=1 against the in-process engine at c=1 (same engine, no
-server), and against `model.generate`; batching is served c=8 against served c=1.
+server), and against `model.generate`; batching is served c=8 against served c=1. Rounds are
+interleaved and each row keeps its best round, so load from elsewhere biases no row.
 
     python -m bench.llm [--requests 24] [--max-tokens 64] [--out bench/LLM_RESULTS.md]
 """
@@ -120,31 +121,38 @@ class Served:
         }
 
 
-def run(requests: int = 24, max_tokens: int = 64) -> dict[str, Any]:
+def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run with the highest throughput: on a shared machine noise only ever slows a run down."""
+    best = dict(max(runs, key=lambda r: r["tokens_per_s"]))
+    best["runs_tokens_per_s"] = [r["tokens_per_s"] for r in runs]
+    return best
+
+
+def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3) -> dict[str, Any]:
+    """`rounds` interleaved rounds of every measurement; each row keeps its best round."""
     from openinfer.backends.llm.baseline import engine_baseline, transformers_baseline
     from tests.llm_fixtures import llm_assets
 
     assets = llm_assets()
     work = prompts(requests)
-    rows: list[dict[str, Any]] = []
-    direct = transformers_baseline(assets.llama, work, max_tokens).as_dict()
-    direct["name"] = "transformers generate, in-process"
-    rows.append(direct)
-    engine = engine_baseline(assets.llama, work, max_tokens, concurrency=1).as_dict()
-    engine["name"] = "engine in-process c=1"
-    rows.append(engine)
+    runs: dict[str, list[dict[str, Any]]] = {"direct": [], "engine": [], "c1": [], "c8": []}
     with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, Served(assets.llama, Path(tmp)) as served:
-        one = served.measure(1, requests, max_tokens)
-        eight = served.measure(8, requests * 2, max_tokens)
-    rows += [one, eight]
+        for _ in range(rounds):
+            runs["direct"].append(transformers_baseline(assets.llama, work, max_tokens).as_dict())
+            runs["engine"].append(engine_baseline(assets.llama, work, max_tokens, concurrency=1).as_dict())
+            runs["c1"].append(served.measure(1, requests, max_tokens))
+            runs["c8"].append(served.measure(8, requests * 2, max_tokens))
+    direct, engine, one, eight = (_best(runs[k]) for k in ("direct", "engine", "c1", "c8"))
+    direct["name"] = "transformers generate, in-process"
+    engine["name"] = "engine in-process c=1"
     ratios = {
         "served_c1_vs_generate_tokens_per_s": round(one["tokens_per_s"] / direct["tokens_per_s"], 3),
         "served_c1_vs_engine_tokens_per_s": round(one["tokens_per_s"] / engine["tokens_per_s"], 3),
         "served_c1_ttft_minus_engine_ms": round(one["ttft_p50_ms"] - engine["ttft_p50_ms"], 2),
         "served_c8_vs_c1_tokens_per_s": round(eight["tokens_per_s"] / one["tokens_per_s"], 2),
     }
-    return {"rows": rows, "ratios": ratios, "max_tokens": max_tokens, "prompt_words": INPUT_WORDS,
-            "load_at_start": os.getloadavg()[0]}
+    return {"rows": [direct, engine, one, eight], "ratios": ratios, "max_tokens": max_tokens,
+            "prompt_words": INPUT_WORDS, "rounds": rounds, "load_at_start": os.getloadavg()[0]}
 
 
 def render(result: dict[str, Any]) -> str:
@@ -152,7 +160,8 @@ def render(result: dict[str, Any]) -> str:
         "## LLM: tiny Llama through the OpenAI endpoint vs in-process",
         "",
         f"{result['max_tokens']} greedy tokens per request (EOS ignored), {result['prompt_words']}-word prompts, "
-        "streamed completions; one machine, client and server sharing its cores.",
+        f"streamed completions; best of {result['rounds']} interleaved rounds; one machine, client and server "
+        f"sharing its cores (load average {result['load_at_start']:.1f} at the start).",
         "",
         "| run | concurrency | requests | output tokens/s | TTFT p50 (ms) |",
         "|---|---:|---:|---:|---:|",
@@ -173,19 +182,33 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(quick: bool = False) -> str:
+    """The LLM row for RESULTS.md (`make bench`); also writes LLM_RESULTS.md and results/llm.json."""
+    try:
+        result = run(12 if quick else 24, 64, 1 if quick else 3)
+    except (ImportError, RuntimeError, OSError) as exc:
+        return f"## LLM: tiny Llama through the OpenAI endpoint vs in-process\n\nnot measured: {exc}\n"
+    save(result)
+    return render(result)
+
+
+def save(result: dict[str, Any], out: Path = HERE / "LLM_RESULTS.md") -> str:
+    text = render(result)
+    out.write_text("# LLM benchmark\n\n" + text)
+    results_dir = HERE / "results"
+    results_dir.mkdir(exist_ok=True)
+    (results_dir / "llm.json").write_text(json.dumps(result, indent=2))
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=str(HERE / "LLM_RESULTS.md"))
     ns = parser.parse_args(argv)
-    result = run(ns.requests, ns.max_tokens)
-    text = render(result)
-    Path(ns.out).write_text("# LLM benchmark\n\n" + text)
-    results_dir = HERE / "results"
-    results_dir.mkdir(exist_ok=True)
-    (results_dir / "llm.json").write_text(json.dumps(result, indent=2))
-    print(text)
+    print(save(run(ns.requests, ns.max_tokens, ns.rounds), Path(ns.out)))
     return 0
 
 

@@ -113,6 +113,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="also measure what each HTTP client costs per request")
     p.add_argument("--no-install", action="store_true", help="skip peers not yet installed")
     p.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    p.add_argument("--llm", action=argparse.BooleanOptionalAction, default=True,
+                   help="also the LLM row (bench/llm.py): the OpenAI endpoint against in-process")
     p.add_argument("--quick", action="store_true", help="short windows: a smoke run")
     ns = p.parse_args(argv)
     if ns.quick:
@@ -201,6 +203,10 @@ def main(argv: list[str]) -> int:
         orjson.dumps({"cells": cells, "skipped": skipped, "settings": settings},
                      option=orjson.OPT_INDENT_2))
     text = results.render(cells, skipped, settings)
+    if ns.llm:
+        from . import llm
+
+        text += "\n" + llm.section(quick=ns.quick)
     Path(ns.out).write_text(text)
     print(text)
     return 0 if cells and not any(c.get("error") for c in cells) else 1

@@ -16,7 +16,6 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response, StreamingResponse
 
 from ... import __version__
@@ -27,7 +26,7 @@ from .completion.serving import CompletionServing
 from .context import FrontendContext
 from .embedding.serving import EmbeddingServing
 from .errors import envelope, error_bytes, invalid, unavailable
-from .middleware import Access, BodySizeLimit
+from .middleware import Access, BodySizeLimit, Cors
 from .models import ModelsServing
 from .sse import sse
 from .tokenize import TokenizeServing
@@ -184,8 +183,6 @@ def build_app(ctx: FrontendContext) -> Any:
         return Response(captured.get("body", b""), status_code=captured.get("status", 200), media_type=content_type)
 
     options = ctx.options
-    wrapped: Any = CORSMiddleware(
-        app, allow_origins=options.allowed_origins, allow_credentials=True, allow_methods=["*"], allow_headers=["*"]
-    )
+    wrapped: Any = Cors(app, options.allowed_origins)
     wrapped = Access(wrapped, options.access, options.api_keys)
     return BodySizeLimit(wrapped, options.max_input_size)

@@ -183,6 +183,30 @@ async def generate_all(server: InferenceServer, info: ModelInfo, call: GenerateC
     return outcome
 
 
+class _Single:
+    """`Merged` for one stream (n = 1): no task or queue hop per token."""
+
+    def __init__(self, stream: AsyncIterator[Step]) -> None:
+        self._stream = stream
+        self._cancelled = False
+
+    def cancel(self, index: int) -> None:
+        self._cancelled = True
+
+    async def __aiter__(self) -> AsyncIterator[tuple[int, Step | None]]:
+        stream = self._stream
+        try:
+            while not self._cancelled:
+                try:
+                    step = await stream.__anext__()
+                except StopAsyncIteration:
+                    break
+                yield 0, step
+            yield 0, None
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+
 class Merged:
     """Interleaves several step streams (n > 1): yields `(index, step)`, and `(index, None)` when
     stream `index` ends. `cancel(index)` stops one stream (its backend work is cancelled)."""
@@ -223,6 +247,11 @@ class Merged:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def merge(streams: Sequence[AsyncIterator[Step]]) -> Merged | _Single:
+    """The choices' step streams as one iterator of `(index, step | None)`."""
+    return _Single(streams[0]) if len(streams) == 1 else Merged(streams)
 
 
 # ------------------------------------------------------------------------------ embeddings

@@ -158,3 +158,62 @@ class Access:
                                  "authentication_error", "invalid_api_key")
                 return
         await self.app(scope, receive, send)
+
+
+class Cors:
+    """CORS for browsers (Triton's settings: credentials, any method and header, listed origins).
+
+    Unlike Starlette's middleware it leaves requests without an `Origin` header untouched, so the
+    per-chunk path of a streamed answer has no extra wrapper for API clients.
+    """
+
+    def __init__(self, app: ASGIApp, origins: list[str]) -> None:
+        self.app = app
+        self.any = "*" in origins
+        self.origins = {o.encode("latin-1") for o in origins}
+
+    def _allowed(self, origin: bytes) -> bool:
+        return self.any or origin in self.origins
+
+    async def __call__(self, scope: Scope, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        origin = None
+        requested_method = requested_headers = None
+        for key, value in scope.get("headers", []):
+            if key == b"origin":
+                origin = value
+            elif key == b"access-control-request-method":
+                requested_method = value
+            elif key == b"access-control-request-headers":
+                requested_headers = value
+        if origin is None:
+            await self.app(scope, receive, send)
+            return
+        allowed = self._allowed(origin)
+        if scope["method"] == "OPTIONS" and requested_method is not None:
+            headers = [(b"vary", b"Origin"), (b"content-length", b"2"), (b"content-type", b"text/plain")]
+            if allowed:
+                headers += [
+                    (b"access-control-allow-origin", origin),
+                    (b"access-control-allow-credentials", b"true"),
+                    (b"access-control-allow-methods", b"DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"),
+                    (b"access-control-max-age", b"600"),
+                ]
+                if requested_headers:
+                    headers.append((b"access-control-allow-headers", requested_headers))
+            await send({"type": "http.response.start", "status": 200 if allowed else 400, "headers": headers})
+            await send({"type": "http.response.body", "body": b"OK"})
+            return
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"vary", b"Origin"))
+                if allowed:
+                    headers += [(b"access-control-allow-origin", origin), (b"access-control-allow-credentials", b"true")]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
