@@ -128,21 +128,23 @@ def build_tiny_llama(
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
+    fields = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 512,
+        **sizes,  # passed to the constructor so derived fields (head_dim) follow
+    }
     config = LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         tie_word_embeddings=False,
+        **fields,
     )
-    for key, value in sizes.items():
-        setattr(config, key, value)
     model = LlamaForCausalLM(config)
     with torch.no_grad():  # larger logits so greedy picks are stable and adapters show
         model.lm_head.weight.mul_(8.0)
@@ -166,17 +168,15 @@ def build_tiny_bert(out: Path, tokenizer_dir: Path, *, seed: int = 0, **sizes: i
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    for key, value in sizes.items():
-        setattr(config, key, value)
+    fields = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "max_position_embeddings": 512,
+        **sizes,
+    }
+    config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **fields)
     out.mkdir(parents=True, exist_ok=True)
     BertModel(config).save_pretrained(out)
     _copy_tokenizer(tokenizer_dir, out)
