@@ -145,3 +145,55 @@ def test_stop_strings_found_across_deltas():
     assert find_stop("hello wor", 7, ["wor"]) == (6, "wor")
     assert find_stop("hello", 3, ["xyz"]) is None
     assert find_stop("a stop b end", 0, ["end", "stop"]) == (2, "stop")
+
+
+# ------------------------------------------------------------------------ sampler
+class _Row:
+    def __init__(self, params, generated=(), seed=None, logprobs=False):
+        import torch
+
+        self.params = params
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        self.matcher = None
+        self.prompt_ids = [0]
+        self.generated = list(generated)
+        self.wants_logprobs = logprobs
+
+
+def test_sampler_filters_and_seeds():
+    import torch
+
+    from openinfer.backends.llm.sampler import sample
+
+    logits = torch.tensor([[0.0, 3.0, 2.9, -1.0, 1.0]])
+    assert sample(logits, [_Row(parse_sampling({"temperature": 0}))], [4])[0].token == 1
+    # top_p keeps the smallest set reaching p: only tokens 1 and 2 can come out
+    drawn = {sample(logits, [_Row(parse_sampling({"temperature": 1.0, "top_p": 0.6}), seed=s)], [4])[0].token
+             for s in range(40)}
+    assert drawn == {1, 2}
+    drawn = {sample(logits, [_Row(parse_sampling({"temperature": 5.0, "top_k": 2}), seed=s)], [4])[0].token
+             for s in range(40)}
+    assert drawn == {1, 2}
+    same = [sample(logits, [_Row(parse_sampling({"temperature": 1.0}), seed=7)], [4])[0].token for _ in range(5)]
+    assert len(set(same)) == 1  # a seed fixes the draw
+
+
+def test_sampler_penalties_min_tokens_bias_and_logprobs():
+    import torch
+
+    from openinfer.backends.llm.sampler import sample
+
+    logits = torch.tensor([[0.0, 3.0, 2.9, -1.0, 1.0]])
+    # token 1 was generated before: a presence penalty lets token 2 win
+    row = _Row(parse_sampling({"temperature": 0, "presence_penalty": 1.0}), generated=[1])
+    assert sample(logits, [row], [4])[0].token == 2
+    row = _Row(parse_sampling({"temperature": 0, "logit_bias": {"4": 10}}))
+    assert sample(logits, [row], [4])[0].token == 4
+    # EOS (token 1 here) is blocked until min_tokens are out
+    row = _Row(parse_sampling({"temperature": 0, "min_tokens": 2, "max_tokens": 4}), generated=[3])
+    assert sample(logits, [row], [1])[0].token == 2
+    row = _Row(parse_sampling({"temperature": 0, "logprobs": 2}), logprobs=True)
+    choice = sample(logits, [row], [4])[0]
+    expected = torch.log_softmax(logits[0], dim=-1)
+    assert choice.rank == 1 and choice.logprob == pytest.approx(float(expected[1]))
+    assert [t for t, _, _ in choice.top] == [1, 2]
