@@ -90,7 +90,8 @@ def serve_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
-        print("usage: openinfer {serve,bench} [options]\n\n  serve   serve a model repository\n  bench   measure a v2 or OpenAI server")
+        print("usage: openinfer {serve,openai,bench} [options]\n\n  serve   serve a model repository\n"
+              "  openai  the OpenAI API alone, as Triton's openai_frontend/main.py\n  bench   measure a v2 or OpenAI server")
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "serve":
@@ -98,6 +99,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         options = serve_parser().parse_args(rest)
         return run_server(options)
+    if command == "openai":
+        from .frontends.openai.options import openai_main
+
+        return openai_main(rest)
     if command == "bench":
         from .bench.cli import main as bench_main
 

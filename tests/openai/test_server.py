@@ -303,3 +303,27 @@ def test_openai_only_and_cors_origins(keyed_server):
 def test_bad_flags_stop_the_server(mock_repo, args, message):
     code, log = OpenAIServer(mock_repo, args).run_to_exit()
     assert code != 0 and message in log, log
+
+
+def test_openai_command_runs_the_frontend_alone(mock_repo):
+    """`openinfer openai` takes Triton's main.py flags: OpenAI on --openai-port, no KServe."""
+    import sys
+
+    from tests.helpers import free_port
+
+    class MainPy(OpenAIServer):
+        def command(self) -> list[str]:
+            self.port, self.http_port = free_port(), free_port()
+            return [
+                sys.executable, "-m", "openinfer.cli", "openai", "--model-repository", str(self.repository),
+                "--openai-port", str(self.port), "--host", "127.0.0.1", "--kserve-http-port", str(self.http_port),
+                "--tool-call-parser", "mistral",
+            ]
+
+    server = MainPy(mock_repo).start()
+    try:
+        assert "mock_llm" in [m.id for m in server.client().models.list()]
+        assert "Streaming tool-call parse buffer limit set to 131072 bytes" in server.log()
+        assert "Started HTTPService" not in server.log()
+    finally:
+        assert server.stop() == 0
