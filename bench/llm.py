@@ -66,7 +66,7 @@ class Served:
         self.log = workdir / "server.log"
         self.process: subprocess.Popen | None = None
 
-    def __enter__(self) -> Served:
+    def __enter__(self) -> Served:  # noqa: PYI034
         command = [
             sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(self.repo),
             "--openai-port", str(self.port), "--openai-address", "127.0.0.1",
@@ -104,7 +104,9 @@ class Served:
             "--concurrency", str(concurrency), "--request-count", str(requests),
             "--warmup-request-count", str(max(2, concurrency)), "--json", "-", "--no-progress",
         ]
-        out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        out = subprocess.run(
+            command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False
+        )
         if out.returncode != 0:
             raise RuntimeError(f"bench openai failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
         doc = json.loads(out.stdout)
@@ -159,9 +161,11 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "## LLM: tiny Llama through the OpenAI endpoint vs in-process",
         "",
-        f"{result['max_tokens']} greedy tokens per request (EOS ignored), {result['prompt_words']}-word prompts, "
-        f"streamed completions; best of {result['rounds']} interleaved rounds; one machine, client and server "
-        f"sharing its cores (load average {result['load_at_start']:.1f} at the start).",
+        (
+            f"{result['max_tokens']} greedy tokens per request (EOS ignored), {result['prompt_words']}-word "
+            f"prompts, streamed completions; best of {result['rounds']} interleaved rounds; one machine, client "
+            f"and server sharing its cores (load average {result['load_at_start']:.1f} at the start)."
+        ),
         "",
         "| run | concurrency | requests | output tokens/s | TTFT p50 (ms) |",
         "|---|---:|---:|---:|---:|",
@@ -174,8 +178,10 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         f"- served c=1 / `model.generate`: **{r['served_c1_vs_generate_tokens_per_s']:.2f}x** tokens/s",
-        f"- served c=1 / in-process engine c=1: **{r['served_c1_vs_engine_tokens_per_s']:.2f}x** tokens/s "
-        f"(frontend + HTTP + client cost; TTFT +{r['served_c1_ttft_minus_engine_ms']:.2f} ms)",
+        (
+            f"- served c=1 / in-process engine c=1: **{r['served_c1_vs_engine_tokens_per_s']:.2f}x** tokens/s "
+            f"(frontend + HTTP + client cost; TTFT +{r['served_c1_ttft_minus_engine_ms']:.2f} ms)"
+        ),
         f"- served c=8 / served c=1: **{r['served_c8_vs_c1_tokens_per_s']:.2f}x** tokens/s (batching)",
         "",
     ]

@@ -59,7 +59,7 @@ class OpenAIServer:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("OPENINFER_API_KEY", None)
         self.process = subprocess.Popen(
-            self.command(), stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, cwd=str(ROOT), env=env
+            self.command(), stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, cwd=str(ROOT), env=env  # noqa: SIM115
         )
         return self.process
 

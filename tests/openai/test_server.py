@@ -234,9 +234,9 @@ async def test_size_middleware_checks_content_length_in_process():
         raise AssertionError("the body was read")
 
     for value, words in ((b"not-a-number", "not an integer"), (b"", "not an integer"), (b"-1024", "non-negative")):
-        sent = []
+        sent: list[dict] = []
 
-        async def send(message):
+        async def send(message, sent=sent):
             sent.append(message)
 
         scope = {"type": "http", "method": "POST", "path": "/v1/completions", "headers": [(b"content-length", value)]}

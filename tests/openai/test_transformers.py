@@ -18,7 +18,7 @@ from tests.openai.conftest import OpenAIServer, raw_post, sse_events
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tests.llm_fixtures import llm_assets, write_llm_model  # noqa: E402
+from tests.llm_fixtures import llm_assets, write_llm_model
 
 ENGINE = {"cpu_threads": 1}
 MSG = [{"role": "user", "content": "What is the weather in Dallas?"}]
@@ -50,7 +50,7 @@ def test_models_listed_with_adapters(llm):
 
 async def test_greedy_stream_equals_non_stream(llm, llama_tokenizer):
     client = llm.async_client()
-    kwargs = dict(model="tiny_llama", messages=MSG, temperature=0, max_tokens=12)
+    kwargs = {"model": "tiny_llama", "messages": MSG, "temperature": 0, "max_tokens": 12}
     plain = await client.chat.completions.create(**kwargs)
     stream = await client.chat.completions.create(**kwargs, stream=True, stream_options={"include_usage": True})
     chunks = [c async for c in stream]

@@ -222,7 +222,7 @@ class Merged:
             await self._queue.put((index, None))
         except asyncio.CancelledError:
             await self._queue.put((index, None))
-        except BaseException as exc:  # handed to the reader, which re-raises it
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, which re-raises it
             await self._queue.put((index, exc))
         finally:
             await stream.aclose()  # type: ignore[attr-defined]

@@ -110,5 +110,5 @@ class OpenAIExtension:
 async def _warm_tokenizer(ctx: Any, info: Any) -> None:
     try:
         await ctx.tokenizer(info)
-    except Exception as exc:  # reported again, to the client, on first use
+    except Exception as exc:  # noqa: BLE001 - reported again, to the client, on first use
         log.warning("tokenizer for model '%s' not loaded: %s", info.name, exc)

@@ -172,10 +172,8 @@ class CallStreamer:
             keys = {v.key: v for v in obj.values}
             first = obj.values[0].key if obj.values else None
             if first is not None and first != "name" and first not in ARGUMENT_KEYS:
-                if index == 0 or index >= len(self.calls):
-                    if index == 0:
-                        self.rejected = True
-                    return delta
+                self.rejected = self.rejected or index == 0  # not a call at all: it was text
+                return delta
             name_value = keys.get("name")
             if name_value is None or name_value.end is None:
                 continue
