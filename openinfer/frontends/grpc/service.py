@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
@@ -56,6 +57,45 @@ def _grpc_code(exc: BaseException) -> grpc.StatusCode:
     return grpc.StatusCode[status_of(exc).grpc]
 
 
+class _Malformed:
+    """Stands in for a request message that did not parse, so the guard can answer it."""
+
+
+MALFORMED = _Malformed()
+_MALFORMED_MESSAGE = "failed to parse the request message"
+
+
+def _tolerant(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """The handler with a request parser that yields MALFORMED instead of raising: grpcio would
+    answer UNKNOWN and log a traceback for every undecodable message a client sends."""
+    parse = handler.request_deserializer
+    if parse is None:
+        return handler
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError:
+            return MALFORMED
+
+    return handler._replace(request_deserializer=deserialize)
+
+
+class _TolerantRegistry:
+    """What the generated `add_*Servicer_to_server` functions see instead of the server."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self._server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass  # rebuilt from the method table below, with tolerant parsers
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, grpc.RpcMethodHandler]) -> None:
+        tolerant = {name: _tolerant(handler) for name, handler in handlers.items()}
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, tolerant),))
+        self._server.add_registered_method_handlers(service, tolerant)
+
+
 class _Guard:
     """Restricted-protocol check and error mapping shared by every RPC."""
 
@@ -77,6 +117,8 @@ class _Guard:
         @functools.wraps(fn)
         async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
             await self.check(name, context)
+            if request is MALFORMED:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _MALFORMED_MESSAGE)
             try:
                 return await fn(self_, request, context)
             except OpenInferError as exc:
@@ -93,8 +135,15 @@ class _Guard:
         @functools.wraps(fn)
         async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             await self.check(name, context)
+
+            async def parsed() -> AsyncIterator[Any]:
+                async for message in request:
+                    if message is MALFORMED:
+                        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _MALFORMED_MESSAGE)
+                    yield message
+
             try:
-                async for item in fn(self_, request, context):
+                async for item in fn(self_, parsed(), context):
                     yield item
             except OpenInferError as exc:
                 await context.abort(_grpc_code(exc), exc.message)
@@ -345,8 +394,9 @@ async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
         compression  # type: ignore[arg-type]
     )
-    pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), grpc_server)
-    health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), grpc_server)
+    registry = _TolerantRegistry(grpc_server)
+    pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), registry)
+    health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), registry)
     for hook in extra or []:
         hook(grpc_server)
     try:
