@@ -45,8 +45,10 @@ class EngineThread:
         self._cv = threading.Condition()
         self._incoming: list[Any] = []
         self._stopping = False
-        self._flushed = 0  # outboxes handed to the loop (engine thread writes)
-        self._delivered = 0  # outboxes the loop has processed (loop writes)
+        # Outboxes waiting for the loop. Only the first one of a run wakes the loop: each wakeup
+        # is a self-pipe write whose return waits for the GIL the loop then holds.
+        self._out_lock = threading.Lock()
+        self._pending: list[Outbox] = []
         self._thread = threading.Thread(target=self._main, name=f"openinfer-{name}", daemon=True)
         self.on_step: Callable[[Outbox], None] | None = None  # test hook, called on the loop
 
@@ -67,6 +69,12 @@ class EngineThread:
             self._cv.notify()
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
 
+    def _drain(self) -> None:
+        with self._out_lock:
+            batch, self._pending = self._pending, []
+        for outbox in batch:
+            self._deliver(outbox)
+
     def _deliver(self, outbox: Outbox) -> None:
         for sender, error in outbox.failures:
             sender.fail(error)
@@ -77,12 +85,11 @@ class EngineThread:
                 self.stats.record_execution(batch_size, batch_size, timing)
         if self.on_step is not None:
             self.on_step(outbox)
-        self._delivered += 1
 
     def loop_caught_up(self) -> bool:
-        """True when the loop has processed every outbox: when it lags, an engine may hold
+        """True when the loop has taken every outbox: when it lags, an engine may hold
         streaming deltas back and send them merged (as vLLM does for slow consumers)."""
-        return self._delivered >= self._flushed
+        return not self._pending
 
     # ---------------------------------------------------------------- thread side
     def _take(self) -> list[Any] | None:
@@ -119,11 +126,16 @@ class EngineThread:
     def flush(self, outbox: Outbox) -> None:
         if not outbox:
             return
+        with self._out_lock:
+            wake = not self._pending
+            self._pending.append(outbox)
+        if not wake:  # the loop is already called for and will take this one too
+            return
         try:
-            self.loop.call_soon_threadsafe(self._deliver, outbox)
-            self._flushed += 1
+            self.loop.call_soon_threadsafe(self._drain)
         except RuntimeError:  # the loop is closed: nobody is waiting any more
-            pass
+            with self._out_lock:
+                self._pending.clear()
 
     # ----------------------------------------------------------------- subclasses
     def busy(self) -> bool:
