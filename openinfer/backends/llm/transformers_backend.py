@@ -16,6 +16,7 @@ import asyncio
 import logging
 import threading
 
+from ..._proto import model_config_pb2 as mc
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.responses import ResponseSender
@@ -94,6 +95,9 @@ class TransformersBackend(Backend):
         interface.auto_complete(ctx.config, force_decoupled=False, only_embed=task == interface.EMBED)
 
     async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
+        if spec.kind == mc.ModelInstanceGroup.KIND_GPU:
+            log.warning("model '%s': the transformers backend runs on the CPU (use the vllm backend "
+                        "for GPUs); instance '%s' ignores KIND_GPU", ctx.name, spec.name)
         files = read_model_files(ctx)
         loop = asyncio.get_running_loop()
         lm = await loop.run_in_executor(None, hf_model.load, files, ctx.name)
