@@ -30,6 +30,7 @@ def llm(tmp_path_factory):
     repo = tmp_path_factory.mktemp("llm-openai") / "models"
     write_llm_model(repo, "tiny_llama", assets.llama, lora={"doll": assets.lora_doll, "sheep": assets.lora_sheep}, model_json=ENGINE)
     write_llm_model(repo, "tiny_bert", assets.bert, decoupled=False, model_json=ENGINE)
+    write_llm_model(repo, "tiny_unary", assets.llama, decoupled=False, model_json=ENGINE)
     server = OpenAIServer(repo, ["--tool-call-parser", "llama3", "--lora-separator", "_lora_"]).start(timeout=240)
     yield server
     assert server.stop() == 0, server.log()[-3000:]
@@ -44,7 +45,7 @@ def llama_tokenizer():
 
 def test_models_listed_with_adapters(llm):
     ids = sorted(m.id for m in llm.client().models.list())
-    assert ids == ["tiny_bert", "tiny_llama", "tiny_llama_lora_doll", "tiny_llama_lora_sheep"]
+    assert ids == ["tiny_bert", "tiny_llama", "tiny_llama_lora_doll", "tiny_llama_lora_sheep", "tiny_unary"]
     assert llm.client().models.retrieve("tiny_llama").max_model_len == 512
 
 
@@ -174,3 +175,13 @@ async def test_disconnect_cancels_generation(llm):
     assert after["fail"]["count"] == before["fail"]["count"] + 1 and after["success"]["count"] == before["success"]["count"]
     reply = await client.chat.completions.create(model="tiny_llama", messages=MSG, max_tokens=2)
     assert reply.choices[0].message.content is not None
+
+
+def test_unary_model_streams_as_one_chunk(llm):
+    """A `decoupled: false` LLM answers once; a streaming client still gets a proper stream."""
+    client = llm.client()
+    kwargs = {"model": "tiny_unary", "prompt": "The quick brown fox", "temperature": 0, "max_tokens": 4}
+    plain = client.completions.create(**kwargs)
+    chunks = list(client.completions.create(**kwargs, stream=True))
+    assert "".join(c.choices[0].text for c in chunks) == plain.choices[0].text
+    assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == [plain.choices[0].finish_reason]

@@ -52,6 +52,7 @@ class ModelInfo:
     inputs: dict[str, TensorShape]
     outputs: set[str]
     batched: bool
+    decoupled: bool
     source_dir: Path | None
     tokenizer_dir: Path | None
     loras: list[str] = field(default_factory=list)
@@ -120,6 +121,7 @@ class ModelCatalog:
             inputs=inputs,
             outputs=set(model.outputs),
             batched=model.max_batch_size > 0,
+            decoupled=bool(model.decoupled),
             source_dir=source,
             tokenizer_dir=model_tokenizer_dir(ctx.version_dir, ctx.model_dir, parameters, source),
             loras=adapter_names(ctx.version_dir) if kind == GENERATE else [],

@@ -75,7 +75,7 @@ def _tensor(info: ModelInfo, name: str, value: Any) -> Tensor | None:
 
 def _vllm_request(info: ModelInfo, call: GenerateCall) -> InferRequest:
     flags = {
-        "stream": call.stream,
+        "stream": call.stream and info.decoupled,  # a unary model answers once: streamed as one chunk
         "exclude_input_in_output": True,
         "return_finish_reason": True,
         "return_num_input_tokens": True,
@@ -105,7 +105,7 @@ _TRT_INPUTS = ("max_tokens", "top_p", "top_k", "temperature", "frequency_penalty
 
 
 def _trtllm_request(info: ModelInfo, call: GenerateCall) -> InferRequest:
-    values: dict[str, Any] = {"text_input": call.prompt, "stream": call.stream}
+    values: dict[str, Any] = {"text_input": call.prompt, "stream": call.stream and info.decoupled}
     for key in _TRT_INPUTS:
         if call.sampling.get(key) is not None:
             values[key] = call.sampling[key]
