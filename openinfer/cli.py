@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -95,6 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "serve":
+        # Model workers are started with fork+exec while gRPC threads run; gRPC's own fork
+        # handlers must not touch the server's live connections when that happens.
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
         from .runner import run_server
 
         options = serve_parser().parse_args(rest)
