@@ -227,7 +227,6 @@ class PythonInstance(ModelInstance):
         if worker is None:
             worker = await self.backend.start_worker(self)
         worker.owner = self
-        self.worker = worker
         args = {
             "model_config": json.dumps(configs.config_to_json(self.ctx.config)),
             "model_instance_kind": _KIND_NAMES.get(self.spec.kind, "CPU"),
@@ -242,6 +241,9 @@ class PythonInstance(ModelInstance):
         except OpenInferError as exc:
             await worker.kill()
             raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {exc.message}") from None
+        # Only an initialized worker is the instance's: one that dies while initializing must
+        # not start a restart of its own (a model that cannot initialize would respawn forever).
+        self.worker = worker
         self._ready.set()
 
     async def stop(self) -> None:

@@ -146,6 +146,8 @@ class Worker:
 
     @staticmethod
     def _response(response: pb_utils.InferenceResponse) -> dict:
+        if not isinstance(response, pb_utils.InferenceResponse):
+            raise TypeError(f"execute() must return pb_utils.InferenceResponse objects, got {type(response).__name__}")
         error = response.error()
         if error is not None:
             return _error_payload(error.code(), error.message())
