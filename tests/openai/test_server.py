@@ -193,7 +193,7 @@ def test_body_size_limit(explicit_server):
     assert status == 400 and json.loads(raw)["error"]["code"] == "invalid_json"  # read, then refused as JSON
     expected = {
         "error": {
-            "message": f"Request size of {LIMIT + 1} bytes exceeds the maximum allowed input size of {LIMIT} bytes. "
+            "message": f"Request content size exceeds the maximum allowed input size of {LIMIT} bytes. "
             "Use --http-max-input-size to increase the limit.",
             "type": "invalid_request_error",
             "param": None,

@@ -35,9 +35,10 @@ async def send_error(send: Callable, status: int, message: str, type_: str, code
     await send({"type": "http.response.body", "body": body})
 
 
-def _too_large(size: int, limit: int) -> str:
+def _too_large(limit: int) -> str:
+    """The wording of Triton's OpenAI frontend documentation (its code says `Request size of N bytes`)."""
     return (
-        f"Request size of {size} bytes exceeds the maximum allowed input size of {limit} bytes. "
+        f"Request content size exceeds the maximum allowed input size of {limit} bytes. "
         "Use --http-max-input-size to increase the limit."
     )
 
@@ -70,7 +71,7 @@ class BodySizeLimit:
                                  "invalid_request_error", "invalid_content_length")
                 return
             if length > self.limit:
-                await send_error(send, 413, _too_large(length, self.limit), "invalid_request_error", "content_too_large")
+                await send_error(send, 413, _too_large(self.limit), "invalid_request_error", "content_too_large")
                 return
         chunks: list[bytes] = []
         size = 0
@@ -82,7 +83,7 @@ class BodySizeLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await send_error(send, 413, _too_large(size, self.limit), "invalid_request_error", "content_too_large")
+                await send_error(send, 413, _too_large(self.limit), "invalid_request_error", "content_too_large")
                 return
             chunks.append(chunk)
             if not message.get("more_body"):
