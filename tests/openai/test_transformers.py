@@ -185,3 +185,37 @@ def test_unary_model_streams_as_one_chunk(llm):
     chunks = list(client.completions.create(**kwargs, stream=True))
     assert "".join(c.choices[0].text for c in chunks) == plain.choices[0].text
     assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == [plain.choices[0].finish_reason]
+
+
+def test_required_tool_choice_is_enforced(llm):
+    def tool(name: str, values: list[str]) -> dict:
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"v": {"enum": values}},
+                    "required": ["v"],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+    tools = [tool("first", ["a", "b"]), tool("second", ["c"])]
+    client = llm.client()
+    reply = client.chat.completions.create(model="tiny_llama", messages=MSG, tools=tools, tool_choice="required", max_tokens=80, temperature=0)
+    calls = reply.choices[0].message.tool_calls
+    assert reply.choices[0].finish_reason == "tool_calls" and calls
+    for call in calls:
+        allowed = {"first": {"a", "b"}, "second": {"c"}}[call.function.name]
+        assert json.loads(call.function.arguments)["v"] in allowed
+    stream = client.chat.completions.create(model="tiny_llama", messages=MSG, tools=tools, tool_choice="required", max_tokens=80, temperature=0, stream=True)
+    names, arguments = [], {}
+    for chunk in stream:
+        for call in chunk.choices[0].delta.tool_calls or []:
+            if call.function.name:
+                names.append(call.function.name)
+            arguments[call.index] = arguments.get(call.index, "") + (call.function.arguments or "")
+    assert names == [c.function.name for c in calls]  # greedy: the same calls, streamed
+    assert [json.loads(arguments[i]) for i in sorted(arguments)] == [json.loads(c.function.arguments) for c in calls]
