@@ -6,6 +6,7 @@ message cannot back, and a healthy call right after succeeds.
 from __future__ import annotations
 
 import queue
+import socket
 import threading
 
 import grpc
@@ -254,3 +255,37 @@ def test_memory_stayed_bounded_and_the_server_serves(server):
     assert grown < 150, f"server RSS grew by {grown:.0f} MiB over the hostile corpus"
     healthy_grpc(server.grpc_url)
     assert "Traceback" not in server.log(), server.log()[-3000:]
+
+
+# ------------------------------------------------------------------ messages over the max size
+def test_grpc_message_declared_over_the_max_size_is_refused_without_waiting(server):
+    """A gRPC message whose length prefix exceeds the 2 GiB receive limit ends the call at once
+    (nothing is buffered for it); one under the limit that never arrives is the client's stall,
+    not the server's: other calls are served meanwhile."""
+    from tests.hardening import h2raw
+
+    with socket.create_connection(("127.0.0.1", server.grpc_port), timeout=30) as sock:
+        sock.sendall(h2raw.PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))
+        sock.sendall(h2raw.grpc_headers("/inference.GRPCInferenceService/ModelInfer", f"127.0.0.1:{server.grpc_port}"))
+        prefix = b"\x00" + (2**31 + 16).to_bytes(4, "big")  # uncompressed, 2 GiB + 16 bytes
+        sock.sendall(h2raw.frame(h2raw.DATA, 0, 1, prefix + b"\x0a\x03abc"))
+        assert h2raw.call_ends(sock) in ("trailers", "reset")
+    healthy_grpc(server.grpc_url)
+    assert rss_mib(server.process.pid) - server.baseline_rss < 150
+
+
+def test_http2_prior_knowledge_on_the_http_port(server):
+    """The HTTP port speaks HTTP/1.1: an HTTP/2 preface is refused and the port keeps serving."""
+    from tests.hardening import h2raw
+    from tests.hardening.oracle import healthy_http
+
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=30) as sock:
+        sock.sendall(h2raw.PREFACE + h2raw.frame(h2raw.SETTINGS, 0, 0))
+        reply = b""
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    assert reply == b"" or reply.startswith(b"HTTP/1.1 4"), reply[:100]
+    healthy_http(server.http_url)
