@@ -8,7 +8,8 @@ Three figures, on the same prompts and the same 64 greedy tokens per request (EO
 * **served, concurrency 1**: `openinfer serve --openai-port` with the `transformers` backend,
   streamed completions measured by `openinfer bench openai` (time to first token to the first
   content event, output tokens per second over the run);
-* **served, concurrency 8**: the same, eight requests in flight; the engine batches them.
+* **served, concurrency 8**: the same, eight requests in flight; the engine batches them;
+* **frontend in-process**: the OpenAI frontend's serving code and the core, without HTTP.
 
 The frontend's overhead is served c=1 against the in-process engine at c=1 (same engine, no
 server), and against `model.generate`; batching is served c=8 against served c=1. Rounds are
@@ -123,6 +124,51 @@ class Served:
         }
 
 
+def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: int) -> list[dict[str, Any]]:
+    """Streamed completions through the OpenAI frontend's serving code and the core, in this
+    process, without HTTP: isolates what the frontend itself costs per token."""
+    import asyncio
+
+    import orjson
+
+    from openinfer.cli import serve_parser
+    from openinfer.frontends.openai.completion.serving import CompletionServing
+    from openinfer.frontends.openai.context import FrontendContext
+    from openinfer.frontends.openai.options import OpenAIOptions
+    from openinfer.frontends.openai.sse import sse
+    from openinfer.runner import build_server
+
+    async def measure() -> list[dict[str, Any]]:
+        args = serve_parser().parse_args(["--model-repository", str(repo), "--openai-port", "1"])
+        server = build_server(args)
+        await server.start()
+        serving = CompletionServing(FrontendContext.create(server, OpenAIOptions.from_args(args)))
+        body = {"model": MODEL, "max_tokens": max_tokens, "min_tokens": max_tokens, "ignore_eos": True,
+                "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+        out = []
+        try:
+            for _ in range(rounds):
+                tokens, ttft = 0, []
+                start = time.perf_counter()
+                for prompt in work:
+                    began = time.perf_counter()
+                    first = None
+                    async for event in sse(await serving.create({**body, "prompt": prompt})):
+                        if first is None and b'"text":"' in event and b'"text":""' not in event:
+                            first = time.perf_counter()
+                        if b'"choices":[]' in event:
+                            tokens += orjson.loads(event[6:])["usage"]["completion_tokens"]
+                    ttft.append(((first or time.perf_counter()) - began) * 1000)
+                seconds = time.perf_counter() - start
+                out.append({"name": "frontend in-process (no HTTP) c=1", "concurrency": 1, "requests": len(work),
+                            "tokens_per_s": round(tokens / seconds, 1), "ttft_p50_ms": round(sorted(ttft)[len(ttft) // 2], 2)})
+        finally:
+            await server.stop()
+        return out
+
+    return asyncio.run(measure())
+
+
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The run with the highest throughput: on a shared machine noise only ever slows a run down."""
     best = dict(max(runs, key=lambda r: r["tokens_per_s"]))
@@ -144,16 +190,18 @@ def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3) -> dict[str, 
             runs["engine"].append(engine_baseline(assets.llama, work, max_tokens, concurrency=1).as_dict())
             runs["c1"].append(served.measure(1, requests, max_tokens))
             runs["c8"].append(served.measure(8, requests * 2, max_tokens))
-    direct, engine, one, eight = (_best(runs[k]) for k in ("direct", "engine", "c1", "c8"))
+        runs["frontend"] = frontend_in_process(served.repo, work, max_tokens, rounds)
+    direct, engine, one, eight, frontend = (_best(runs[k]) for k in ("direct", "engine", "c1", "c8", "frontend"))
     direct["name"] = "transformers generate, in-process"
     engine["name"] = "engine in-process c=1"
     ratios = {
         "served_c1_vs_generate_tokens_per_s": round(one["tokens_per_s"] / direct["tokens_per_s"], 3),
         "served_c1_vs_engine_tokens_per_s": round(one["tokens_per_s"] / engine["tokens_per_s"], 3),
+        "frontend_vs_engine_tokens_per_s": round(frontend["tokens_per_s"] / engine["tokens_per_s"], 3),
         "served_c1_ttft_minus_engine_ms": round(one["ttft_p50_ms"] - engine["ttft_p50_ms"], 2),
         "served_c8_vs_c1_tokens_per_s": round(eight["tokens_per_s"] / one["tokens_per_s"], 2),
     }
-    return {"rows": [direct, engine, one, eight], "ratios": ratios, "max_tokens": max_tokens,
+    return {"rows": [direct, engine, frontend, one, eight], "ratios": ratios, "max_tokens": max_tokens,
             "prompt_words": INPUT_WORDS, "rounds": rounds, "load_at_start": os.getloadavg()[0]}
 
 
@@ -178,6 +226,10 @@ def render(result: dict[str, Any]) -> str:
     lines += [
         "",
         f"- served c=1 / `model.generate`: **{r['served_c1_vs_generate_tokens_per_s']:.2f}x** tokens/s",
+        (
+            f"- frontend in-process (no HTTP) / engine in-process c=1: **{r['frontend_vs_engine_tokens_per_s']:.2f}x** "
+            "tokens/s (the OpenAI serving code and the core)"
+        ),
         (
             f"- served c=1 / in-process engine c=1: **{r['served_c1_vs_engine_tokens_per_s']:.2f}x** tokens/s "
             f"(frontend + HTTP + client cost; TTFT +{r['served_c1_ttft_minus_engine_ms']:.2f} ms)"
