@@ -191,7 +191,8 @@ def main(argv: list[str]) -> int:
                   if ns.order == "interleaved" else "one server up at a time")
     if ns.rounds > 1:
         order_note += f", best of {ns.rounds} rounds per cell"
-    settings = {"order_note": order_note, "load_at_start": load_at_start, "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
+    settings = {"order_note": order_note, "load_at_start": load_at_start,
+                "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
                 "stability": ns.stability,
                 "validation": f"every response up to [1,4096], one in "
                               f"{ns.validate_every_large} above; status always"}

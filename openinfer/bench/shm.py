@@ -83,6 +83,7 @@ class RegionSet:
             raise
 
     def out_name(self, slot: int) -> str:
+        """Names are ``{tag}_in`` and ``{tag}_out{slot}``: the drivers build them the same way."""
         return f"{self.in_name[:-3]}_out{slot}"
 
     def close(self) -> None:

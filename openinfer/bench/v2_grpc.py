@@ -20,7 +20,7 @@ from .plan import Plan
 from .shm import Region, RegionSet
 from .tensors import Tensor
 from .v2_http import InferError
-from .validate import Received, ValidationError, check, nbytes
+from .validate import Received, check, nbytes
 
 _INFER = "/inference.GRPCInferenceService/ModelInfer"
 _STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
@@ -82,7 +82,7 @@ class GrpcDriver:
         for i, t in enumerate(row):
             inp = req.inputs.add(name=t.name, datatype=t.datatype, shape=t.shape)
             if shm:
-                _set_param(inp.parameters, "shared_memory_region", self.shm.in_name)
+                _set_param(inp.parameters, "shared_memory_region", f"{self.tag}_in")
                 _set_param(inp.parameters, "shared_memory_byte_size", len(t.raw()))
                 if self.in_offsets[r][i]:
                     _set_param(inp.parameters, "shared_memory_offset", self.in_offsets[r][i])
@@ -92,7 +92,7 @@ class GrpcDriver:
         for spec, size in zip(self.plan.outputs, self.plan.output_sizes):
             out = req.outputs.add(name=spec.name)
             if shm:
-                _set_param(out.parameters, "shared_memory_region", self.shm.out_name(slot))
+                _set_param(out.parameters, "shared_memory_region", f"{self.tag}_out{slot}")
                 _set_param(out.parameters, "shared_memory_byte_size", size)
                 if off:
                     _set_param(out.parameters, "shared_memory_offset", off)

@@ -76,7 +76,7 @@ class HttpDriver:
                 tail.append(raw)
             else:
                 entry["parameters"] = {
-                    "shared_memory_region": self.shm.in_name,
+                    "shared_memory_region": f"{self.tag}_in",
                     "shared_memory_byte_size": len(t.raw()),
                     "shared_memory_offset": self.in_offsets[r][i],
                 }
@@ -90,7 +90,7 @@ class HttpDriver:
                 outputs.append({"name": spec.name, "parameters": {"binary_data": True}})
             else:
                 outputs.append({"name": spec.name, "parameters": {
-                    "shared_memory_region": self.shm.out_name(slot),
+                    "shared_memory_region": f"{self.tag}_out{slot}",
                     "shared_memory_byte_size": size,
                     "shared_memory_offset": off,
                 }})

@@ -29,7 +29,7 @@ def test_request_count_matches_server(
         assert level["completed"] == 200
         assert level["server"]["success_count"] == 200
         assert level["throughput"] > 0 and level["latency_us"]["p99"] > 0
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"oibench_")
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("oibench_")
                 and f.split("_")[1] == str(os.getpid())]
 
 

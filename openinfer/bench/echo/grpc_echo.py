@@ -99,7 +99,8 @@ class EchoServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def ModelStreamInfer(self, request_iterator: Any, context: Any) -> Any:
         async for request in request_iterator:
-            yield pb.ModelStreamInferResponse(infer_response=await self.ModelInfer(request, context))
+            response = await self.ModelInfer(request, context)
+            yield pb.ModelStreamInferResponse(infer_response=response)
 
 
 async def serve(host: str, port: int) -> None:

@@ -20,7 +20,9 @@ ROWS = [
 ]
 
 
-def _output_tokens(r: Record, count: Callable[[str], int] | None, streaming: bool) -> tuple[int, str]:
+def _output_tokens(
+    r: Record, count: Callable[[str], int] | None, streaming: bool
+) -> tuple[int, str]:
     if count is not None:
         return count(r.text), "tokenizer"
     if r.usage.get("completion_tokens") is not None:
