@@ -84,3 +84,19 @@ def test_genai_perf_metrics() -> None:
                 "Output sequence length", "Input sequence length",
                 "Output token throughput (per sec)", "Request throughput (per sec)"):
         assert row in text
+
+
+def test_tokenizer_file_counts_tokens(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    tokenizers = pytest.importorskip("tokenizers")
+    from openinfer.bench.openai.prompts import WORDS, load_tokenizer, synthetic_prompt
+
+    vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(sorted(set(WORDS)))}}
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.save(str(tmp_path / "tokenizer.json"))
+    count, source = load_tokenizer(str(tmp_path))
+    assert source.endswith("tokenizer.json")
+    assert count("the quick brown fox") == 4
+    import random
+
+    assert count(synthetic_prompt(random.Random(0), 30, count)) == 30
