@@ -290,3 +290,16 @@ def test_max_tokens_default_and_context_check(llama3_server, tokenizer):
         client.chat.completions.create(model="mock_llm", messages=messages, max_tokens=5000)
     assert info.value.body["param"] == "max_tokens"
     assert f"This model's maximum context length is 4096 tokens and your request has {used} input tokens" in info.value.body["message"]
+
+
+def test_continuous_usage_stats(llama3_server):
+    stream = llama3_server.client().chat.completions.create(
+        model="mock_llm",
+        messages=[{"role": "user", "content": "#say:a b c#"}],
+        stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+    )
+    chunks = list(stream)
+    completions = [c.usage.completion_tokens for c in chunks]
+    assert all(c.usage is not None for c in chunks)
+    assert completions == sorted(completions) and completions[-1] == 3 and chunks[-1].choices == []

@@ -90,3 +90,37 @@ def test_schema_errors_name_the_field_and_truncate_inputs():
     with pytest.raises(InvalidArgumentError) as info:
         parse_request(ChatCompletionRequest, ["not", "an", "object"])
     assert "JSON object" in info.value.message
+
+
+async def test_embedding_group_and_bearer_keys_in_process():
+    """`embedding` restricts /v1/embeddings on its own; without it `inference` covers embeddings."""
+    from openinfer.frontends.access import AccessPolicy, Restriction
+    from openinfer.frontends.openai.middleware import Access
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def status(middleware, path: str, headers: dict[str, str]) -> int:
+        sent: list[dict] = []
+
+        async def send(message, sent=sent):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": path,
+                 "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+        await middleware(scope, None, send)
+        return sent[0]["status"]
+
+    both = Access(app, AccessPolicy({"embedding": Restriction("e-key", "e"), "inference": Restriction("i-key", "i")}), [])
+    assert await status(both, "/v1/embeddings", {"e-key": "e"}) == 200
+    assert await status(both, "/v1/embeddings", {"i-key": "i"}) == 401
+    assert await status(both, "/v1/completions", {"i-key": "i"}) == 200
+    inference_only = Access(app, AccessPolicy({"inference": Restriction("i-key", "i")}), [])
+    assert await status(inference_only, "/v1/embeddings", {}) == 401
+    assert await status(inference_only, "/v1/embeddings", {"i-key": "i"}) == 200
+    keyed = Access(app, AccessPolicy(), ["k1", "k2"])
+    assert await status(keyed, "/v1/completions", {"authorization": "Bearer k2"}) == 200
+    assert await status(keyed, "/v1/completions", {"authorization": "Bearer k3"}) == 401
+    assert await status(keyed, "/tokenize", {}) == 401
+    assert await status(keyed, "/health/ready", {}) == 200
