@@ -28,6 +28,11 @@ class Plan:
 
 def build(opts: Options, info: ModelInfo) -> Plan:
     batching = None if info.max_batch_size is None else info.max_batch_size > 0
+    if info.max_batch_size and opts.batch_size > info.max_batch_size:
+        raise ValueError(f"-b {opts.batch_size} exceeds the model's max_batch_size "
+                         f"{info.max_batch_size}")
+    if info.max_batch_size == 0 and opts.batch_size > 1:
+        raise ValueError(f"model {info.name!r} does not batch (max_batch_size 0); use -b 1")
     from_file = opts.input_data not in ("random", "zero")
     shapes = {}
     for spec in info.inputs:
