@@ -22,8 +22,8 @@ from ..protocol import parse_request
 from ..sampling import build_sampling, guided_from_request, token_limit
 from ..tokenizer import render_chat
 from ..tool_parsers import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser
-from ..tool_parsers.base import ToolCallDelta, openai_call_id
-from ..tool_parsers.scanner import CallStreamer
+from ..tool_parsers.base import openai_call_id
+from ..tool_parsers.forced import NamedStream, RequiredStream, required_schema
 from .protocol import ChatCompletionRequest, ChatMessage
 
 log = logging.getLogger("openinfer.openai")
@@ -69,27 +69,6 @@ def conversation(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             item["tool_calls"] = calls
         out.append(item)
     return out
-
-
-def _required_schema(tools: list[Any]) -> dict[str, Any]:
-    """A JSON array of `{name, parameters}` items, one branch per tool (vLLM's `required`)."""
-    return {
-        "type": "array",
-        "minItems": 1,
-        "items": {
-            "type": "object",
-            "anyOf": [
-                {
-                    "properties": {
-                        "name": {"type": "string", "enum": [tool.function.name]},
-                        "parameters": tool.function.parameters or {"type": "object"},
-                    },
-                    "required": ["name", "parameters"],
-                }
-                for tool in tools
-            ],
-        },
-    }
 
 
 class ChatServing:
@@ -159,7 +138,7 @@ class ChatServing:
                 tool = next(t for t in req.tools or [] if t.function.name == forced)
                 guided = {"guided_json": tool.function.parameters or {"type": "object"}}
             else:
-                guided = {"guided_json": _required_schema(req.tools or [])}
+                guided = {"guided_json": required_schema(req.tools or [])}
         top = req.top_logprobs or 0
         rid = request_id("chatcmpl")
         requested = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -256,9 +235,9 @@ class ChatServing:
         if shape.mode == AUTO and self.parser is not None:
             return self.parser.stream()
         if shape.mode == NAMED:
-            return _NamedStream(shape.forced or "")
+            return NamedStream(shape.forced or "")
         if shape.mode == REQUIRED:
-            return _RequiredStream()
+            return RequiredStream()
         return None
 
     async def _stream(
@@ -382,49 +361,3 @@ class _Shape:
         if self.top is None or entries is None:
             return None
         return {"content": chat_logprobs(entries, self.top)}
-
-
-class _NamedStream(StreamParser):
-    """Forced function: the whole output is the arguments; name, id and type go out once."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.id = openai_call_id()
-        self.sent = False
-
-    @property
-    def called(self) -> bool:
-        return self.sent
-
-    def feed(self, text: str) -> StreamDelta:
-        if not self.sent:
-            self.sent = True
-            return StreamDelta(tool_calls=[ToolCallDelta(0, self.id, self.name, text)])
-        return StreamDelta(tool_calls=[ToolCallDelta(0, arguments=text)] if text else [])
-
-    def finish(self) -> StreamDelta:
-        if not self.sent:
-            return self.feed("")
-        return StreamDelta()
-
-
-class _RequiredStream(StreamParser):
-    """`tool_choice: required`: a JSON array of `{name, parameters}` objects."""
-
-    def __init__(self) -> None:
-        self.calls = CallStreamer(openai_call_id)
-        self.text = ""
-
-    @property
-    def called(self) -> bool:
-        return bool(self.calls.calls)
-
-    def feed(self, text: str) -> StreamDelta:
-        self.text += text
-        return self.calls.feed(text)
-
-    def finish(self) -> StreamDelta:
-        delta = self.calls.finish()
-        if not self.calls.calls:
-            return StreamDelta(content=self.text)
-        return delta
