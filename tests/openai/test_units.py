@@ -124,3 +124,26 @@ async def test_embedding_group_and_bearer_keys_in_process():
     assert await status(keyed, "/v1/completions", {"authorization": "Bearer k3"}) == 401
     assert await status(keyed, "/tokenize", {}) == 401
     assert await status(keyed, "/health/ready", {}) == 200
+
+
+def test_request_formats():
+    """vLLM layout: one JSON `sampling_parameters`; TensorRT-LLM layout: a tensor per knob."""
+    from openinfer.frontends.openai.catalog import TensorShape
+    from openinfer.frontends.openai.engine import GenerateCall, build_request
+
+    call = GenerateCall("hi", {"max_tokens": 5, "temperature": 0.5, "stop": ["x"], "guided_json": {"type": "object"}}, stream=True)
+    vllm = _info(inputs={name: TensorShape(t, [1]) for name, t in (
+        ("text_input", "BYTES"), ("stream", "BOOL"), ("sampling_parameters", "BYTES"), ("exclude_input_in_output", "BOOL"))})
+    request = build_request(vllm, call)
+    tensors = {t.name: t for t in request.inputs}
+    assert set(tensors) == {"text_input", "stream", "sampling_parameters", "exclude_input_in_output"}
+    assert json.loads(tensors["sampling_parameters"].data[0]) == call.sampling
+    assert tensors["stream"].data.tolist() == [True] and tensors["exclude_input_in_output"].data.tolist() == [True]
+    trt = _info(request_format="tensorrtllm", batched=True, inputs={name: TensorShape(t, [1]) for name, t in (
+        ("text_input", "BYTES"), ("max_tokens", "INT32"), ("temperature", "FP32"), ("stop_words", "BYTES"),
+        ("stream", "BOOL"), ("guided_decoding_guide_type", "BYTES"), ("guided_decoding_guide", "BYTES"))})
+    tensors = {t.name: t for t in build_request(trt, call).inputs}
+    assert tensors["text_input"].shape == (1, 1) and tensors["max_tokens"].data.tolist() == [[5]]
+    assert tensors["max_tokens"].data.dtype.name == "int32" and tensors["stop_words"].data.tolist() == [[b"x"]]
+    assert tensors["guided_decoding_guide_type"].data.tolist() == [[b"json_schema"]]
+    assert json.loads(tensors["guided_decoding_guide"].data[0][0]) == {"type": "object"}
