@@ -147,3 +147,24 @@ def test_request_formats():
     assert tensors["max_tokens"].data.dtype.name == "int32" and tensors["stop_words"].data.tolist() == [[b"x"]]
     assert tensors["guided_decoding_guide_type"].data.tolist() == [[b"json_schema"]]
     assert json.loads(tensors["guided_decoding_guide"].data[0][0]) == {"type": "object"}
+
+
+def test_restricted_api_flag_forms():
+    """Three arguments (Triton's argparse) or one quoted string (Triton's README examples)."""
+    from openinfer.cli import serve_parser
+    from openinfer.frontends.openai.options import parse_restrictions
+
+    args = serve_parser().parse_args([
+        "--model-repository", "r",
+        "--openai-restricted-api", "inference api-key my-secret-key",
+        "--openai-restricted-api", "model-repository,metrics", "admin-key", "admin-value",
+    ])
+    rules = parse_restrictions(args.openai_restricted_api).rules
+    assert {api: (r.key, r.value) for api, r in rules.items()} == {
+        "inference": ("api-key", "my-secret-key"),
+        "model-repository": ("admin-key", "admin-value"),
+        "metrics": ("admin-key", "admin-value"),
+    }
+    with pytest.raises(ValueError, match="got 2 word") as info:
+        parse_restrictions([["inference", "secret-value"]])
+    assert "secret-value" not in str(info.value)

@@ -39,8 +39,9 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="cap on streamed text the tool-call parser reads per request (then finish_reason 'length')")
     g.add_argument("--default-max-tokens", type=positive_int, default=None,
                    help="max_tokens when a request gives none (default: the model's generation_config, else its context)")
-    g.add_argument("--openai-restricted-api", nargs=3, action="append", default=[], metavar=("API[,API]", "KEY", "VALUE"),
-                   help=f"require header KEY: VALUE for these API groups ({', '.join(OPENAI_GROUPS)})")
+    g.add_argument("--openai-restricted-api", nargs="+", action="append", default=[], metavar="API[,API] KEY VALUE",
+                   help=f"require header KEY: VALUE for these API groups ({', '.join(OPENAI_GROUPS)}); "
+                   "three arguments, or one quoted string of three words")
     g.add_argument("--api-key", action="append", default=[], help="require 'Authorization: Bearer <key>' on /v1 (repeatable)")
     g.add_argument("--openai-allowed-origins", "--allowed-origins", action="append", default=None,
                    help="CORS origins allowed on the OpenAI port (default: http://localhost)")
@@ -62,7 +63,14 @@ def _bool(value: str) -> bool:
 def parse_restrictions(specs: list[list[str]]) -> AccessPolicy:
     """`--openai-restricted-api API[,API] KEY VALUE` groups, with Triton's error messages."""
     rules: dict[str, Restriction] = {}
-    for apis, key, value in specs:
+    for spec in specs:
+        words = spec[0].split() if len(spec) == 1 else list(spec)
+        if len(words) != 3:
+            raise ValueError(
+                "--openai-restricted-api takes <API>[,<API>...] <restricted-key> <restricted-value>, "
+                f"got {len(words)} word(s)"  # never echo what may be a secret
+            )
+        apis, key, value = words
         for api in (a.strip() for a in apis.split(",")):
             if api not in OPENAI_GROUPS:
                 raise ValueError(f"Unknown API '{api}'. Available APIs: {list(OPENAI_GROUPS)}")
