@@ -19,7 +19,7 @@ _DONE = object()
 class ResponseSender:
     """Delivers the responses of one request; `complete()` ends it (Triton's FINAL flag)."""
 
-    __slots__ = ("request", "closed", "responses_sent", "on_cancel")
+    __slots__ = ("closed", "on_cancel", "request", "responses_sent")
 
     def __init__(self, request: InferRequest) -> None:
         self.request = request

@@ -220,7 +220,7 @@ class InferenceServer:
             if trace is not None:
                 trace.queued(request)
             # Set when the caller stops reading early (client gone): backends poll it between steps.
-            cancelled = request.flags.setdefault("cancelled", threading.Event())
+            request.flags.setdefault("cancelled", threading.Event())
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:

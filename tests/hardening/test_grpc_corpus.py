@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import queue
 import socket
-import threading
 
 import grpc
 import numpy as np
@@ -118,7 +117,7 @@ def build(spec: dict) -> pb.ModelInferRequest:
     return message
 
 
-@settings(max_examples=250)
+@settings(max_examples=400)
 @given(spec=requests)
 def test_hostile_infer_messages(stub, spec):
     try:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from tritonclient.utils import InferenceServerException
 
 from tests.hardening import models
-from tests.hardening.oracle import check_http_answer, healthy_http, rss_mib, wait_until
+from tests.hardening.oracle import check_http_answer, healthy_http, rss_mib
 from tests.helpers import Server
 
 LIMIT = 1024 * 1024  # --http-max-input-size for this module: bombs and big bodies stay cheap
@@ -100,7 +100,7 @@ documents = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=250)
+@settings(max_examples=400)
 @given(doc=documents)
 def test_hostile_infer_documents(http, doc):
     reply = post(http, INFER, json.dumps(doc).encode())  # json.dumps writes NaN / Infinity too
@@ -108,7 +108,7 @@ def test_hostile_infer_documents(http, doc):
 
 
 # A valid-looking binary request whose framing lies: sizes, header length, trailing bytes.
-@settings(max_examples=150)
+@settings(max_examples=200)
 @given(
     sizes=st.lists(st.integers(min_value=-2, max_value=2**40) | st.sampled_from([0, 4, 8, 12]), min_size=1, max_size=3),
     shape=st.lists(st.integers(min_value=0, max_value=2**33), min_size=1, max_size=2),

@@ -104,7 +104,7 @@ def _bounded(doc: dict) -> dict:
     return doc
 
 
-@settings(max_examples=120)
+@settings(max_examples=150)
 @given(doc=chat_requests)
 def test_hostile_chat_requests(http, doc):
     check_openai_answer(http.post("/v1/chat/completions", content=json.dumps(_bounded(doc))))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-from pathlib import Path
 
 import grpc
 import httpx

@@ -96,6 +96,7 @@ class TritonPythonModel:
         for request in requests:
             thread = threading.Thread(target=self.run, args=(request,), daemon=True)
             thread.start()
+            self.threads = [t for t in self.threads if t.is_alive()]  # finished ones would pile up
             self.threads.append(thread)
         return None
 

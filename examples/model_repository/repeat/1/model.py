@@ -20,6 +20,8 @@ class TritonPythonModel:
                 target=self._stream, args=(request.get_response_sender(), values, delay_s), daemon=True
             )
             thread.start()
+            # Keep only live threads (for finalize): finished ones would pile up forever.
+            self.threads = [t for t in self.threads if t.is_alive()]
             self.threads.append(thread)
         return None
 
