@@ -49,7 +49,7 @@ class TritonPythonModel:
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
             note("start " + request.request_id())
-            deadline = time.monotonic() + float(x[0])
+            deadline = time.monotonic() + float(x.reshape(-1)[0])
             while time.monotonic() < deadline:
                 if request.is_cancelled():
                     note("cancelled " + request.request_id())
@@ -150,8 +150,10 @@ class TritonPythonModel:
 '''
 
 
-def write_slow(repo: Path, name: str = "slow", instances: int = 1) -> Path:
+def write_slow(repo: Path, name: str = "slow", instances: int = 1, batching: bool = False) -> Path:
     config = ONE_FP32 + f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]\n"
+    if batching:  # requests wait in the dynamic batcher's queue while the instance is busy
+        config = config.replace("max_batch_size: 0", "max_batch_size: 4") + "dynamic_batching { }\n"
     return write_model(repo, name, config, SLOW)
 
 

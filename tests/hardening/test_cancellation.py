@@ -26,6 +26,7 @@ from tests.helpers import Server
 def server(tmp_path_factory):
     repo = models.copy_examples(tmp_path_factory.mktemp("cancel") / "repo", ("add_sub",))
     models.write_slow(repo)
+    models.write_slow(repo, "slow_batched", batching=True)
     models.write_stream(repo)
     server = Server(repo).start(wait_for="ready")
     yield server
@@ -91,6 +92,26 @@ def test_grpc_cancel_cancels_running_and_queued_requests(server):
     log = models.events(model_dir)
     assert "start GB" not in log and "done GA" not in log, log
     healthy_grpc(server.grpc_url)
+
+
+def test_a_request_cancelled_in_the_batcher_queue_is_never_executed(server):
+    model_dir = server.repository / "slow_batched"
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    calls = {}
+    for request_id, seconds in (("QA", 1.0), ("QB", 60.0)):
+        tensor = grpcclient.InferInput("IN", [1, 1], "FP32")
+        tensor.set_data_from_numpy(np.array([[seconds]], np.float32))
+        calls[request_id] = client.async_infer("slow_batched", [tensor], callback=lambda result, error: None,
+                                               request_id=request_id)
+        if request_id == "QA":
+            wait_until(lambda: "start QA" in models.events(model_dir))
+    wait_until(lambda: metric(server, "nv_inference_pending_request_count", "slow_batched") >= 2)
+    calls["QB"].cancel()  # QB waits in the batcher while QA runs
+    wait_until(lambda: "done QA" in models.events(model_dir))
+    tensor = grpcclient.InferInput("IN", [1, 1], "FP32")
+    tensor.set_data_from_numpy(np.array([[0]], np.float32))
+    assert client.infer("slow_batched", [tensor], request_id="QC").as_numpy("OUT").tolist() == [[0]]
+    assert "start QB" not in models.events(model_dir), models.events(model_dir)
 
 
 def test_closing_a_stream_stops_the_decoupled_model(server):

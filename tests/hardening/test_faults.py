@@ -28,16 +28,26 @@ def server(tmp_path_factory):
                 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
                 'output [ { name: "y" data_type: TYPE_FP32 dims: [ 1 ] } ]\n',
                 files={"1/model.onnx": b"this is not an ONNX graph"})
+    write_model(repo, "faulty_ensemble", """
+        platform: "ensemble"
+        max_batch_size: 0
+        input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+        ensemble_scheduling { step [ {
+          model_name: "faulty" model_version: -1
+          input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "OUT" }
+        } ] }
+        """)
     server = Server(repo, ["--strict-readiness", "false"]).start(wait_for="ready")
     yield server
     assert server.stop() == 0, server.log()
 
 
-def call(url: str, mode: int, protocol=httpclient):
+def call(url: str, mode: int, protocol=httpclient, model: str = "faulty"):
     client = protocol.InferenceServerClient(url)
     tensor = protocol.InferInput("IN", [1], "FP32")
     tensor.set_data_from_numpy(np.array([mode], np.float32))
-    return client.infer("faulty", [tensor])
+    return client.infer(model, [tensor])
 
 
 def after_fault(server: Server) -> None:
@@ -83,6 +93,16 @@ def test_outputs_unlike_the_config_reach_the_client_intact(server, protocol):
     assert result.as_numpy("NOT_IN_CONFIG").tolist() == [5]
     result = call(url, 6, protocol)
     assert result.as_numpy("OUT")[0].startswith(b"<object object")
+    after_fault(server)
+
+
+def test_a_failing_step_fails_its_ensemble_request_only(server):
+    assert call(server.http_url, 0, model="faulty_ensemble").as_numpy("OUT").tolist() == [0]
+    for protocol, url in ((httpclient, server.http_url), (grpcclient, server.grpc_url)):
+        with pytest.raises(InferenceServerException) as info:
+            call(url, 1, protocol, model="faulty_ensemble")
+        assert "model exploded" in info.value.message()
+    assert call(server.grpc_url, 0, grpcclient, model="faulty_ensemble").as_numpy("OUT").tolist() == [0]
     after_fault(server)
 
 
@@ -154,7 +174,7 @@ def test_models_that_fail_to_load_are_unavailable_with_a_reason(server):
 def test_failures_are_counted_and_nothing_went_unhandled(server):
     stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics("faulty")
     inference = stats["model_stats"][0]["inference_stats"]
-    assert inference["fail"]["count"] >= len(ERRORS) * 2 + 3  # + the hang + two kills
+    assert inference["fail"]["count"] >= len(ERRORS) * 2 + 3  # + the hang + two kills (+ ensemble steps)
     assert inference["success"]["count"] > 0
     log = server.log()
     assert "unhandled error" not in log and "Traceback" not in log, log[-3000:]
