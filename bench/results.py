@@ -60,7 +60,10 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         "`parallel_workers: 0` (model on the event loop); the faster of the two is the one "
         "compared. The ceilings are a bare ASGI app that parses and echoes the v2 JSON with "
         "orjson under uvicorn (uvloop, httptools), and a bare grpc.aio `ModelInfer` echo: what "
-        "the stack itself costs before any server logic.",
+        "the stack itself costs before any server logic. They run with glibc's mmap and trim "
+        "thresholds raised (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`; here: "
+        f"{settings.get('malloc_note', 'the ceilings only')}), which doubles a bare gRPC echo "
+        "at [1,65536]; `--tune-malloc` gives every server the same.",
         "",
         "| Protocol | Shape | Conc. | openinfer | MLServer (best) | KServe | ceiling "
         "| openinfer / MLServer | openinfer / ceiling |",

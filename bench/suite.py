@@ -108,6 +108,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="interleaved: all servers up, each point measured on each in turn")
     p.add_argument("--rounds", type=int, default=1,
                    help="measure the whole grid this many times and keep each cell's best")
+    p.add_argument("--tune-malloc", action="store_true",
+                   help="raise glibc's mmap/trim thresholds for every server, not only the "
+                        "ceilings")
     p.add_argument("--http-driver", choices=["openinfer", "wrk"], default="openinfer")
     p.add_argument("--client-cost", action=argparse.BooleanOptionalAction, default=True,
                    help="also measure what each HTTP client costs per request")
@@ -137,7 +140,7 @@ def main(argv: list[str]) -> int:
     started: list[servers.Server] = []
 
     def start(key: str) -> servers.Server | None:
-        server = servers.make(key, install=not ns.no_install)
+        server = servers.make(key, install=not ns.no_install, tune_malloc=ns.tune_malloc)
         if not server.skip:
             print(f"== starting {server.label}", file=sys.stderr)
             try:
@@ -191,7 +194,8 @@ def main(argv: list[str]) -> int:
                   if ns.order == "interleaved" else "one server up at a time")
     if ns.rounds > 1:
         order_note += f", best of {ns.rounds} rounds per cell"
-    settings = {"order_note": order_note, "load_at_start": load_at_start,
+    settings = {"malloc_note": "every server" if ns.tune_malloc else "the ceilings only",
+                "order_note": order_note, "load_at_start": load_at_start,
                 "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
                 "stability": ns.stability,
                 "validation": f"every response up to [1,4096], one in "
