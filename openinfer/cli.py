@@ -17,7 +17,7 @@ def parse_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
 
 
-def _flag_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:  # noqa: A002
+def _flag_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
     """A tritonserver-style boolean: `--flag`, `--flag true`, `--flag=off`."""
     parser.add_argument(name, type=parse_bool, nargs="?", const=True, default=default, help=help)
 

@@ -24,8 +24,7 @@ log = logging.getLogger("openinfer")
 
 def host_of(address: str) -> str:
     """tritonserver address syntax -> a bindable host: `ipv6:[::1]` and `[::]` become `::1`, `::`."""
-    if address.startswith("ipv6:"):
-        address = address[len("ipv6:") :]
+    address = address.removeprefix("ipv6:")
     return address.strip("[]")
 
 
@@ -171,9 +170,9 @@ class _QuietUvicorn:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    from .frontends.http.app import HttpApp, HttpOptions
-    from .frontends.http import handlers
     from .frontends.grpc.service import start_grpc
+    from .frontends.http import handlers
+    from .frontends.http.app import HttpApp, HttpOptions
     from .frontends.metrics import metrics_app
 
     try:

@@ -79,7 +79,7 @@ class ModelInstance(abc.ABC):
     def healthy(self) -> bool:
         return True
 
-    def on_failure(self, callback: Callable[[], Awaitable[None]]) -> None:  # noqa: B027
+    def on_failure(self, callback: Callable[[], Awaitable[None]]) -> None:
         """Register a coroutine to run when the instance dies outside a request."""
 
 
@@ -88,14 +88,14 @@ class Backend(abc.ABC):
 
     name: str = ""
 
-    async def auto_complete(self, ctx: ModelContext) -> None:  # noqa: B027
+    async def auto_complete(self, ctx: ModelContext) -> None:
         """Fill what the config leaves out (inputs, outputs, max_batch_size) in place."""
 
     @abc.abstractmethod
     async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
         """Start one instance; raise an OpenInferError if the model cannot load."""
 
-    async def unload(self, ctx: ModelContext) -> None:  # noqa: B027
+    async def unload(self, ctx: ModelContext) -> None:
         """Called once after every instance of a model version has stopped."""
 
 

@@ -23,7 +23,7 @@ from .errors import InvalidArgumentError, OpenInferError, UnavailableError, Unsu
 from .logsettings import LogSettings
 from .model import LoadedModel
 from .outputs import finish_outputs
-from .repository import ModelRepository, RepositoryOptions
+from .repository import ControlMode, ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
 from .scheduling import InstancePool, make_scheduler
 from .trace import TraceManager
@@ -184,28 +184,11 @@ class InferenceServer:
                     raise response.error
                 if cache is not None:
                     remember(cache, model, key, request, response)
-            response.model_name = model.name
-            response.model_version = model.version_str
-            response.id = request.id
-            response = finish_outputs(
-                request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
-            )
+            response = self._finish(model, request, response)
             ok = True
             return response
         finally:
-            if trace is not None:
-                trace.finish()
-            if self.shm is not None:
-                self.shm.release(request)
-            model.stats.pending -= 1
-            model.stats.record_request(
-                ok,
-                time.perf_counter_ns() - request.arrival_ns,
-                request.flags.get("queue_ns", 0),
-                request.flags.get("failure_reason", "BACKEND"),
-                compute=request.flags.get("compute"),
-            )
-            self._leave(model)
+            self._conclude(model, request, trace, ok)
 
     async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """Any number of responses (decoupled models); one for ordinary models."""
@@ -228,14 +211,7 @@ class InferenceServer:
                         first_ns = time.perf_counter_ns() - request.arrival_ns
                     if trace is not None:
                         trace.responded(response)
-                    response.model_name = model.name
-                    response.model_version = model.version_str
-                    response.id = request.id
-                    if response.error is None:
-                        response = finish_outputs(
-                            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
-                        )
-                    yield response
+                    yield self._finish(model, request, response)
                 await schedule
             finally:
                 if not schedule.done():
@@ -244,20 +220,37 @@ class InferenceServer:
                     _cancel(request, sender)
             ok = True
         finally:
-            if trace is not None:
-                trace.finish()
-            if self.shm is not None:
-                self.shm.release(request)
-            model.stats.pending -= 1
-            model.stats.record_request(
-                ok,
-                time.perf_counter_ns() - request.arrival_ns,
-                request.flags.get("queue_ns", 0),
-                request.flags.get("failure_reason", "BACKEND"),
-                first_ns,
-                request.flags.get("compute"),
-            )
-            self._leave(model)
+            self._conclude(model, request, trace, ok, first_ns)
+
+    def _finish(self, model: LoadedModel, request: InferRequest, response: InferResponse) -> InferResponse:
+        """Name the serving model and shape the outputs as the request asked."""
+        response.model_name = model.name
+        response.model_version = model.version_str
+        response.id = request.id
+        if response.error is not None:
+            return response
+        return finish_outputs(
+            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
+        )
+
+    def _conclude(
+        self, model: LoadedModel, request: InferRequest, trace: object, ok: bool, first_ns: int = 0
+    ) -> None:
+        """Bookkeeping once a request has ended, however it ended."""
+        if trace is not None:
+            trace.finish()  # type: ignore[attr-defined]
+        if self.shm is not None:
+            self.shm.release(request)
+        model.stats.pending -= 1
+        model.stats.record_request(
+            ok,
+            time.perf_counter_ns() - request.arrival_ns,
+            request.flags.get("queue_ns", 0),
+            request.flags.get("failure_reason", "BACKEND"),
+            first_ns,
+            request.flags.get("compute"),
+        )
+        self._leave(model)
 
     def _shm_writer(self, request: InferRequest):
         if self.shm is None:
@@ -269,8 +262,6 @@ class InferenceServer:
         return self.repository.index(ready_only)
 
     def _check_explicit(self) -> None:
-        from .repository import ControlMode
-
         if self.options.repository.control_mode is not ControlMode.EXPLICIT:
             raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
 

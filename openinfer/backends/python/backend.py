@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 import sys
-import time
 from pathlib import Path
 from typing import Any
 

@@ -425,7 +425,7 @@ class ModelConfig:
                 return
         existing.append(dict(tensor))
 
-    def add_input(self, input: dict) -> None:  # noqa: A002 (Triton's name)
+    def add_input(self, input: dict) -> None:
         self._add("input", input)
 
     def add_output(self, output: dict) -> None:

@@ -22,8 +22,7 @@ import time
 import traceback
 from typing import Any
 
-from . import ipc
-from . import pb_utils
+from . import ipc, pb_utils
 
 
 def _error_payload(code: int, message: str) -> dict:

@@ -18,7 +18,7 @@ class Scheduler(abc.ABC):
     async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
         """Run the request (or queue it); responses go to `sender`. Returns once it is handed off."""
 
-    async def stop(self) -> None:  # noqa: B027
+    async def stop(self) -> None:
         """Stop taking work; fail whatever is still queued."""
 
 

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
-from ...core.errors import OpenInferError, status_of
+from ...core.errors import InvalidArgumentError, OpenInferError, UnsupportedError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
@@ -299,8 +299,6 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
 
     async def RepositoryIndex(self, request, context):
         if request.repository_name:
-            from ...core.errors import UnsupportedError
-
             raise UnsupportedError("'repository_name' specification is not supported")
         response = pb.RepositoryIndexResponse()
         for row in self.server.repository_index(request.ready):
@@ -310,8 +308,6 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def RepositoryModelLoad(self, request, context):
-        from ...core.errors import InvalidArgumentError, UnsupportedError
-
         if request.repository_name:
             raise UnsupportedError("'repository_name' specification is not supported")
         config, files = None, {}
@@ -331,8 +327,6 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return pb.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request, context):
-        from ...core.errors import UnsupportedError
-
         if request.repository_name:
             raise UnsupportedError("'repository_name' specification is not supported")
         param = request.parameters.get("unload_dependents")

@@ -10,8 +10,8 @@ from ...core import datatypes
 from ...core.errors import InternalError, InvalidArgumentError, UnsupportedError
 from ...core.parameters import RESERVED
 from ...core.types import InferRequest, Tensor
-from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from . import extensions
+from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from .codec import decode_request, encode_response, loads
 from .compression import choose_encoding, compress, decompress
 
