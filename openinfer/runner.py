@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
 from .core.logsettings import LogSettings
 from .core.repository import ControlMode, RepositoryOptions
@@ -277,6 +278,7 @@ def _load_extensions() -> list:
 
 def run_server(args: argparse.Namespace) -> int:
     configure_logging(args)
+    tune_malloc()
     try:
         import uvloop
 

@@ -98,9 +98,14 @@ class WorkerProcess:
         #: Set once the death is handled (exit code known, held requests failed).
         self.reaped = asyncio.Event()
         self._outbox: list[bytes] = []
+        #: Shared rings for large tensors: one per direction, mapped by both processes.
+        self.to_worker: ipc.Arena | None = None
+        self.from_worker: ipc.Arena | None = None
 
     async def spawn(self) -> None:
         parent, child = socket.socketpair()
+        self.to_worker = ipc.Arena.create(ipc.shm_prefix())
+        self.from_worker = ipc.Arena.create(ipc.shm_prefix())
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parents[3])
@@ -110,6 +115,8 @@ class WorkerProcess:
             "-m",
             "openinfer.backends.python.worker",
             str(child.fileno()),
+            self.to_worker.name,
+            self.from_worker.name,
             pass_fds=[child.fileno()],
             env=env,
             cwd=str(self.owner.ctx.version_dir) if self.owner.ctx.version_dir.is_dir() else None,
@@ -134,7 +141,7 @@ class WorkerProcess:
             raise UnavailableError(f"Stub process '{self.owner.spec.name}' is not healthy.")
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._outbox.extend(ipc.encode(message))
+        self._outbox.extend(ipc.encode(message, self.to_worker))
 
     def _flush(self) -> None:
         frames, self._outbox = self._outbox, []
@@ -147,7 +154,7 @@ class WorkerProcess:
             while True:
                 length, count = header.unpack(await reader.readexactly(header.size))
                 payload = await reader.readexactly(length)
-                buffers = await ipc.read_buffer_names_async(reader, count) if count else []
+                buffers = await ipc.read_buffer_names_async(reader, count, self.from_worker) if count else []
                 self.owner.dispatch(self, ipc.decode(payload, buffers))
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
@@ -164,6 +171,7 @@ class WorkerProcess:
             except asyncio.TimeoutError:
                 self.process.kill()
             ipc.cleanup_leftovers(self.process.pid)
+        self._release_arenas()
         if self.control is not None and not self.control.done():
             self.control.set_result(("error", f"worker process exited with code {code}"))
         self.exit_code = code
@@ -171,6 +179,12 @@ class WorkerProcess:
             self.owner.worker_died(self, code)
         finally:
             self.reaped.set()
+
+    def _release_arenas(self) -> None:
+        for arena in (self.to_worker, self.from_worker):
+            if arena is not None:
+                arena.close(unlink=True)
+        self.to_worker = self.from_worker = None
 
     async def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:

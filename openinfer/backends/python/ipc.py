@@ -1,9 +1,14 @@
 """Message framing between the server and a Python model's worker process.
 
 Messages are pickled (protocol 5). Array buffers at or above `SHM_THRESHOLD` bytes travel
-out of band through files in /dev/shm: the sender writes them once, the receiver maps them
-and unlinks the name straight away, so a tensor crosses with one copy and no socket traffic.
-Smaller buffers ride inside the pickle, where a syscall would cost more than the copy.
+out of band through shared memory in /dev/shm instead of the socket; smaller buffers ride
+inside the pickle, where shared memory would cost more than the copy.
+
+Each direction of a channel owns an `Arena`: a ring of shared memory that both processes keep
+mapped, so its pages are faulted in once and reused by every later tensor. The sender copies a
+buffer in; the receiver copies it out and advances the ring's `consumed` mark. A buffer that
+does not fit (too large, or the ring still holds unread data) falls back to a file of its own
+that the receiver maps and unlinks.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import pickle
 import socket
 import struct
+import threading
 from typing import Any
 
 SHM_DIR = "/dev/shm"
@@ -21,6 +27,68 @@ SHM_THRESHOLD = 64 * 1024
 _HEADER = struct.Struct("<II")  # payload length, number of out-of-band buffers
 _NAME = struct.Struct("<HQ")  # name length, byte size
 _counter = itertools.count()
+_CONSUMED = struct.Struct("<Q")  # the arena header: bytes the receiver has copied out
+_ARENA_HEADER = 64
+_ALIGN = 64
+ARENA_SIZE = 64 * 1024 * 1024  # sparse: only the pages a tensor touches are ever allocated
+
+
+class Arena:
+    """One direction's shared ring: `put` on the sending side, `take` on the receiving side."""
+
+    def __init__(self, name: str, create: bool = False) -> None:
+        self.name = name
+        path = os.path.join(SHM_DIR, name)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, _ARENA_HEADER + ARENA_SIZE)
+            self.region = mmap.mmap(fd, _ARENA_HEADER + ARENA_SIZE)
+        finally:
+            os.close(fd)
+        self.view = memoryview(self.region)
+        self.head = 0  # sender: bytes ever reserved (monotonic)
+
+    @staticmethod
+    def create(prefix: str) -> Arena:
+        return Arena(f"{prefix}arena-{next(_counter)}", create=True)
+
+    def put(self, raw: memoryview) -> str | None:
+        """Copy a buffer into the ring; its descriptor, or None when it does not fit now."""
+        size = raw.nbytes
+        if size > ARENA_SIZE // 4:
+            return None
+        (consumed,) = _CONSUMED.unpack_from(self.region, 0)
+        start = self.head
+        position = start % ARENA_SIZE
+        if position + size > ARENA_SIZE:  # never split a buffer across the end: wrap
+            start += ARENA_SIZE - position
+            position = 0
+        end = start + ((size + _ALIGN - 1) // _ALIGN) * _ALIGN
+        if end - consumed > ARENA_SIZE:
+            return None  # the receiver has not caught up
+        base = _ARENA_HEADER + position
+        self.view[base : base + size] = raw
+        self.head = end
+        return f"@{position}:{end}"
+
+    def take(self, descriptor: str, size: int) -> bytearray:
+        """Copy a buffer out of the ring and release its space to the sender."""
+        position, end = (int(x) for x in descriptor[1:].split(":"))
+        base = _ARENA_HEADER + position
+        data = bytearray(self.view[base : base + size])
+        _CONSUMED.pack_into(self.region, 0, end)
+        return data
+
+    def close(self, unlink: bool = False) -> None:
+        self.view.release()
+        self.region.close()
+        if unlink:
+            try:
+                os.unlink(os.path.join(SHM_DIR, self.name))
+            except OSError:
+                pass
 
 
 def shm_prefix(pid: int | None = None) -> str:
@@ -51,15 +119,16 @@ def _read_shm(name: str, size: int) -> memoryview:
         os.close(fd)
 
 
-def encode(message: Any) -> list[bytes]:
-    """The frames that carry one message (header, pickle, out-of-band names)."""
+def encode(message: Any, arena: Arena | None = None) -> list[bytes]:
+    """The frames that carry one message (header, pickle, out-of-band descriptors)."""
     names: list[bytes] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
         raw = buffer.raw()
         if raw.nbytes < SHM_THRESHOLD:
             return True  # keep in band
-        encoded = _write_shm(raw).encode()
+        descriptor = arena.put(raw) if arena is not None else None
+        encoded = (descriptor or _write_shm(raw)).encode()
         names.append(_NAME.pack(len(encoded), raw.nbytes) + encoded)
         return False
 
@@ -71,30 +140,40 @@ def decode(payload: bytes, buffers: list[memoryview]) -> Any:
     return pickle.loads(payload, buffers=buffers)
 
 
-def read_buffer_names(read_exact, count: int) -> list[memoryview]:
+def _buffer(name: str, size: int, arena: Arena | None) -> memoryview | bytearray:
+    if name.startswith("@"):
+        if arena is None:
+            raise EOFError("a shared ring buffer arrived on a channel without one")
+        return arena.take(name, size)
+    return _read_shm(name, size)
+
+
+def read_buffer_names(read_exact, count: int, arena: Arena | None = None) -> list:
     buffers = []
     for _ in range(count):
         length, size = _NAME.unpack(read_exact(_NAME.size))
-        buffers.append(_read_shm(read_exact(length).decode(), size))
+        buffers.append(_buffer(read_exact(length).decode(), size, arena))
     return buffers
 
 
-async def read_buffer_names_async(reader, count: int) -> list[memoryview]:
+async def read_buffer_names_async(reader, count: int, arena: Arena | None = None) -> list:
     buffers = []
     for _ in range(count):
         length, size = _NAME.unpack(await reader.readexactly(_NAME.size))
         name = (await reader.readexactly(length)).decode()
-        buffers.append(_read_shm(name, size))
+        buffers.append(_buffer(name, size, arena))
     return buffers
 
 
 class BlockingChannel:
     """The worker's end: a blocking socket, reads on one thread, writes under a lock."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        import threading
-
+    def __init__(
+        self, sock: socket.socket, inbound: Arena | None = None, outbound: Arena | None = None
+    ) -> None:
         self.sock = sock
+        self.inbound = inbound
+        self.outbound = outbound
         self._write_lock = threading.Lock()
 
     def _read_exact(self, n: int) -> bytes:
@@ -110,12 +189,11 @@ class BlockingChannel:
     def receive(self) -> Any:
         length, count = _HEADER.unpack(self._read_exact(_HEADER.size))
         payload = self._read_exact(length)
-        return decode(payload, read_buffer_names(self._read_exact, count))
+        return decode(payload, read_buffer_names(self._read_exact, count, self.inbound))
 
     def send(self, message: Any) -> None:
-        frames = encode(message)
-        with self._write_lock:
-            self.sock.sendall(b"".join(frames))
+        with self._write_lock:  # the ring is reserved in send order: one writer at a time
+            self.sock.sendall(b"".join(encode(message, self.outbound)))
 
 
 def cleanup_leftovers(pid: int) -> None:

@@ -22,6 +22,7 @@ import time
 import traceback
 from typing import Any
 
+from ..._malloc import tune_malloc
 from . import ipc, pb_utils
 
 
@@ -267,11 +268,13 @@ class Worker:
 
 
 def main() -> None:
+    tune_malloc()
     fd = int(sys.argv[1])
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     sys.modules["triton_python_backend_utils"] = pb_utils
-    worker = Worker(ipc.BlockingChannel(sock))
+    inbound, outbound = ipc.Arena(sys.argv[2]), ipc.Arena(sys.argv[3])
+    worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
     try:
         worker.run()
     finally:
