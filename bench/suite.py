@@ -213,5 +213,9 @@ def main(argv: list[str]) -> int:
 
         text += "\n" + llm.section(quick=ns.quick)
     Path(ns.out).write_text(text)
+    if Path(ns.out).resolve() == (HERE / "RESULTS.md").resolve():
+        from . import readme
+
+        readme.update(text)  # README's performance section follows the committed results
     print(text)
     return 0 if cells and not any(c.get("error") for c in cells) else 1

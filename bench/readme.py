@@ -1,0 +1,44 @@
+"""Copies the summary of a bench run into README.md's performance section.
+
+The section sits between two markers, so a run replaces exactly what the previous run wrote
+and nothing a person wrote around it.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+START = "<!-- bench:start -->"
+END = "<!-- bench:end -->"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def summary(results_text: str) -> str:
+    """RESULTS.md without its per-run listing and its title."""
+    head = results_text.split("\n## Every run", 1)[0]
+    lines = head.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(lines).strip()
+
+
+def update(results_text: str, readme: Path = README) -> bool:
+    """Replace the marked section; False (and nothing written) when the markers are missing."""
+    text = readme.read_text(encoding="utf-8")
+    if START not in text or END not in text:
+        return False
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    body = (
+        f"{START}\n{summary(results_text)}\n\n"
+        "Full table with every run: [`bench/RESULTS.md`](bench/RESULTS.md).\n"
+        f"{END}"
+    )
+    readme.write_text(before + body + after, encoding="utf-8")
+    return True
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).with_name("RESULTS.md")
+    sys.exit(0 if update(path.read_text(encoding="utf-8")) else 1)
