@@ -127,3 +127,15 @@ def build_sampling(
         params["lora_name"] = lora
     params.update(guided or {})
     return params
+
+
+def check_output_options(request: SamplingFields, info: ModelInfo) -> None:
+    """What chat and completions both refuse: logprobs the model cannot return, stream
+    options without a stream."""
+    if getattr(request, "logprobs", None) and not info.has_input("return_logprobs"):
+        raise invalid(
+            f"logprobs are not available for model '{info.name}' (it has no 'return_logprobs' input)",
+            "logprobs",
+        )
+    if request.stream_options is not None and not request.stream:
+        raise invalid("`stream_options` can only be used when `stream` is True", "stream_options")

@@ -19,7 +19,7 @@ from ..engine import GenerateCall, Outcome, generate, generate_all, merge
 from ..errors import invalid
 from ..logprobs import chat_logprobs
 from ..protocol import parse_request
-from ..sampling import build_sampling, guided_from_request, token_limit
+from ..sampling import build_sampling, check_output_options, guided_from_request, token_limit
 from ..tokenizer import render_chat
 from ..tool_parsers import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser
 from ..tool_parsers.base import openai_call_id
@@ -104,13 +104,7 @@ class ChatServing:
             raise invalid("logit bias is not currently supported", "logit_bias")
         if req.top_logprobs is not None and not req.logprobs:
             raise invalid("`top_logprobs` can only be used when `logprobs` is True", "top_logprobs")
-        if req.logprobs and not resolved.info.has_input("return_logprobs"):
-            raise invalid(
-                f"logprobs are not available for model '{resolved.info.name}' (it has no 'return_logprobs' input)",
-                "logprobs",
-            )
-        if req.stream_options is not None and not req.stream:
-            raise invalid("`stream_options` can only be used when `stream` is True", "stream_options")
+        check_output_options(req, resolved.info)
 
     # -------------------------------------------------------------------- request
     async def create(self, body: Any) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:

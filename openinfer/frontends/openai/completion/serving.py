@@ -12,7 +12,7 @@ from ..engine import GenerateCall, generate, generate_all, merge
 from ..errors import invalid
 from ..logprobs import completion_logprobs
 from ..protocol import parse_request
-from ..sampling import build_sampling, guided_from_request, token_limit
+from ..sampling import build_sampling, check_output_options, guided_from_request, token_limit
 from .protocol import CompletionRequest
 
 
@@ -48,13 +48,7 @@ class CompletionServing:
             )
         if req.logit_bias:
             raise invalid("logit bias is not supported", "logit_bias")
-        if req.logprobs and not resolved.info.has_input("return_logprobs"):
-            raise invalid(
-                f"logprobs are not available for model '{resolved.info.name}' (it has no 'return_logprobs' input)",
-                "logprobs",
-            )
-        if req.stream_options is not None and not req.stream:
-            raise invalid("`stream_options` can only be used when `stream` is True", "stream_options")
+        check_output_options(req, resolved.info)
 
     async def create(self, body: Any) -> dict[str, Any] | AsyncIterator[dict[str, Any]]:
         req: CompletionRequest = parse_request(CompletionRequest, body)
