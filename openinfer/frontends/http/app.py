@@ -19,6 +19,7 @@ from ...core.errors import InvalidArgumentError, OpenInferError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from .compression import UnsupportedEncodingError, decompress
+from .protocol import CANCEL_ON_DISCONNECT, DISCONNECTED
 
 log = logging.getLogger("openinfer.http")
 
@@ -129,9 +130,16 @@ class HttpApp:
                 body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
             work = route.handler(HttpRequest(method, path, headers, body, match))
             if route.cancellable:
-                response = await _unless_disconnected(work, receive)
-                if response is None:
+                scope[CANCEL_ON_DISCONNECT] = True  # the protocol cancels us if the client leaves
+                try:
+                    response = await work
+                except asyncio.CancelledError:
+                    if not scope.get(DISCONNECTED):
+                        raise
+                    _uncancel()
                     return  # the client left; the core cancelled its request
+                finally:
+                    scope[CANCEL_ON_DISCONNECT] = False  # sending the answer is not cancelled
             else:
                 response = await work
         except OpenInferError as exc:
@@ -208,32 +216,9 @@ class HttpApp:
                 return
 
 
-async def _unless_disconnected(work: Awaitable[HttpResponse], receive: Callable) -> HttpResponse | None:
-    """Await a handler; None if the client disconnected first, in which case the handler is
-    cancelled (the core then cancels the request's work instead of finishing it for nobody)."""
+def _uncancel() -> None:
+    """Forget a cancellation we caught on purpose (Python 3.11+ counts them)."""
     task = asyncio.current_task()
-    assert task is not None
-    gone = False
-
-    async def watch() -> None:
-        nonlocal gone
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        gone = True
-        task.cancel()
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        response = await work
-    except asyncio.CancelledError:
-        if not gone:
-            raise
-        response = None
-    finally:
-        watcher.cancel()
-    if gone:
-        uncancel = getattr(task, "uncancel", None)  # Python 3.11+
-        if uncancel is not None:
-            uncancel()
-        return None
-    return response
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()

@@ -17,6 +17,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 log = logging.getLogger("openinfer.http")
 
 DEFAULT_TIMEOUT_SECS = 30.0
+#: Scope keys: an app sets the first while a disconnect should cancel its handler; the
+#: protocol sets the second just before it cancels, so the app can tell why.
+CANCEL_ON_DISCONNECT = "openinfer.cancel_on_disconnect"
+DISCONNECTED = "openinfer.disconnected"
 
 
 def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protocol]:
@@ -24,6 +28,15 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
 
     class SlowClientGuard(HttpToolsProtocol):
         _deadline: asyncio.TimerHandle | None = None
+        _task: asyncio.Task | None = None
+
+        def _start_asgi_task(self, cycle, app) -> None:  # type: ignore[no-untyped-def]
+            # As uvicorn does, keeping the task: a lost connection cancels it (no watcher
+            # task per request needed for that).
+            task = self.loop.create_task(cycle.run_asgi(app))
+            task.add_done_callback(self.tasks.discard)
+            self.tasks.add(task)
+            self._task = task
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -50,6 +63,16 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            cycle, task = self.cycle, self._task
+            if (
+                cycle is not None
+                and task is not None
+                and not task.done()
+                and not cycle.response_complete
+                and cycle.scope.get(CANCEL_ON_DISCONNECT)
+            ):
+                cycle.scope[DISCONNECTED] = True
+                task.cancel()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
