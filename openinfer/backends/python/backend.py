@@ -35,6 +35,8 @@ from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from . import ipc
+from .in_process import InProcessInstance, wants_in_process
+from .worker import auto_complete, load_model_class
 
 log = logging.getLogger("openinfer.python")
 
@@ -453,6 +455,22 @@ class PythonBackend(Backend):
 
     def __init__(self) -> None:
         self._spare: dict[int, WorkerProcess] = {}
+        self._in_process_classes: dict[int, type] = {}
+
+    def _in_process_class(self, ctx: ModelContext) -> type:
+        """Import the model into the server process (once per loaded version)."""
+        model_class = self._in_process_classes.get(id(ctx))
+        if model_class is None:
+            try:
+                model_class = load_model_class(
+                    str(self._model_path(ctx)), f"openinfer_model_{ctx.name}_{ctx.version}"
+                )
+            except OpenInferError:
+                raise
+            except Exception as exc:
+                raise InvalidArgumentError(f"{type(exc).__name__}: {exc}") from exc
+            self._in_process_classes[id(ctx)] = model_class
+        return model_class
 
     def _model_path(self, ctx: ModelContext) -> Path:
         filename = configs.model_file(ctx.config, "python")
@@ -475,6 +493,12 @@ class PythonBackend(Backend):
 
     async def auto_complete(self, ctx: ModelContext) -> None:
         """Run the model's `auto_complete_config` in a worker that instance 0 then reuses."""
+        if wants_in_process(ctx):
+            updated = auto_complete(self._in_process_class(ctx), configs.config_to_json(ctx.config))
+            fresh = mc.ModelConfig()
+            json_format.ParseDict(updated, fresh, ignore_unknown_fields=True)
+            ctx.config.CopyFrom(fresh)
+            return
 
         class _Holder:
             def __init__(self) -> None:
@@ -501,11 +525,20 @@ class PythonBackend(Backend):
         self._spare[id(ctx)] = worker
 
     async def create_instance(self, ctx: ModelContext, spec: InstanceSpec) -> ModelInstance:
+        if wants_in_process(ctx):
+            if ctx.decoupled:
+                raise InvalidArgumentError(
+                    f"model '{ctx.name}': a decoupled model cannot use execution_mode in_process"
+                )
+            in_process = InProcessInstance(ctx, spec, self._in_process_class(ctx))
+            await in_process.start()
+            return in_process
         instance = PythonInstance(ctx, spec, self)
         await instance.start(self._spare.pop(id(ctx), None))
         return instance
 
     async def unload(self, ctx: ModelContext) -> None:
+        self._in_process_classes.pop(id(ctx), None)
         spare = self._spare.pop(id(ctx), None)
         if spare is not None:
             await spare.kill()

@@ -8,6 +8,7 @@ hooks (`_bls_call`, `_response_channel`) before the model is imported.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import sys
 import time
@@ -23,6 +24,10 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
+
+#: Set around `execute` of a model running in the server process: an async (payload, decoupled)
+#: -> response payloads callable that reaches the core on the server's own loop.
+_in_process_bls: contextvars.ContextVar[Any] = contextvars.ContextVar("openinfer_in_process_bls")
 
 # Hooks installed by the worker.
 _bls_call: Any = None  # (request_payload, decoupled) -> iterator of response payloads
@@ -320,6 +325,11 @@ class InferenceRequest:
     def exec(self, decoupled: bool = False) -> InferenceResponse | Iterator[InferenceResponse]:
         """Call another loaded model through the server's core (no network hop)."""
         if _bls_call is None:
+            if _in_process_bls.get(None) is not None:
+                raise TritonModelException(
+                    "a model running in the server process must use 'await request.async_exec()': "
+                    "exec() would block the server's event loop"
+                )
             raise TritonModelException("BLS requests can only be made from inside execute()")
         results = (_to_response(p) for p in _bls_call(self._payload(), decoupled))
         if decoupled:
@@ -328,6 +338,12 @@ class InferenceRequest:
         return responses[0] if responses else InferenceResponse(error=TritonError("no response"))
 
     async def async_exec(self, decoupled: bool = False) -> Any:
+        in_process = _in_process_bls.get(None)
+        if in_process is not None:
+            responses = [_to_response(p) for p in await in_process(self._payload(), decoupled)]
+            if decoupled:
+                return _AsyncIter(responses)
+            return responses[0] if responses else InferenceResponse(error=TritonError("no response"))
         loop = asyncio.get_running_loop()
         if decoupled:
             responses = await loop.run_in_executor(None, lambda: list(self.exec(decoupled=True)))

@@ -30,6 +30,30 @@ def _error_payload(code: int, message: str) -> dict:
     return {"error": (code, message)}
 
 
+def load_model_class(path: str, module_name: str = "model") -> type:
+    """Import a `model.py` file and return its `TritonPythonModel` class."""
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module name
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import model file '{path}'")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    sys.path.insert(0, os.path.dirname(path))
+    spec.loader.exec_module(module)
+    if not hasattr(module, "TritonPythonModel"):
+        raise AttributeError(f"'{path}' does not define class TritonPythonModel")
+    return module.TritonPythonModel
+
+
+def auto_complete(model_class: type, config: dict) -> dict:
+    """The config after the model's own `auto_complete_config`, if it has one."""
+    hook = getattr(model_class, "auto_complete_config", None)
+    if hook is None:
+        return config
+    result = hook(pb_utils.ModelConfig(config))
+    return result.as_dict() if isinstance(result, pb_utils.ModelConfig) else config
+
+
 class Worker:
     def __init__(self, channel: ipc.BlockingChannel) -> None:
         self.channel = channel
@@ -96,23 +120,10 @@ class Worker:
 
     # --------------------------------------------------------------- lifecycle
     def load_module(self, path: str) -> None:
-        spec = importlib.util.spec_from_file_location("model", path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import model file '{path}'")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["model"] = module
-        sys.path.insert(0, os.path.dirname(path))
-        spec.loader.exec_module(module)
-        if not hasattr(module, "TritonPythonModel"):
-            raise AttributeError(f"'{path}' does not define class TritonPythonModel")
-        self.model_class = module.TritonPythonModel
+        self.model_class = load_model_class(path)
 
     def auto_complete(self, config: dict) -> dict:
-        hook = getattr(self.model_class, "auto_complete_config", None)
-        if hook is None:
-            return config
-        result = hook(pb_utils.ModelConfig(config))
-        return result.as_dict() if isinstance(result, pb_utils.ModelConfig) else config
+        return auto_complete(self.model_class, config)
 
     def initialize(self, args: dict) -> None:
         self.model = self.model_class()
@@ -272,7 +283,6 @@ def main() -> None:
     fd = int(sys.argv[1])
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
-    sys.modules["triton_python_backend_utils"] = pb_utils
     inbound, outbound = ipc.Arena(sys.argv[2]), ipc.Arena(sys.argv[3])
     worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
     try:
