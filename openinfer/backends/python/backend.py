@@ -182,6 +182,12 @@ class WorkerProcess:
         finally:
             self.reaped.set()
 
+    def forget_arena_names(self) -> None:
+        """Unlink the rings' names once both processes hold their mappings."""
+        for arena in (self.to_worker, self.from_worker):
+            if arena is not None:
+                arena.unlink()
+
     def _release_arenas(self) -> None:
         for arena in (self.to_worker, self.from_worker):
             if arena is not None:
@@ -486,6 +492,7 @@ class PythonBackend(Backend):
         await worker.spawn()
         try:
             await worker.call("load", str(self._model_path(instance.ctx)), instance.ctx.name, timeout=600)
+            worker.forget_arena_names()  # both sides have them mapped: nothing can leak now
         except BaseException:
             await worker.kill()
             raise

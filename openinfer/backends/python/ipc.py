@@ -81,14 +81,17 @@ class Arena:
         _CONSUMED.pack_into(self.region, 0, end)
         return data
 
+    def unlink(self) -> None:
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except OSError:
+            pass  # already gone
+
     def close(self, unlink: bool = False) -> None:
         self.view.release()
         self.region.close()
         if unlink:
-            try:
-                os.unlink(os.path.join(SHM_DIR, self.name))
-            except OSError:
-                pass
+            self.unlink()
 
 
 def shm_prefix(pid: int | None = None) -> str:
