@@ -461,6 +461,7 @@ class PythonBackend(Backend):
 
     def __init__(self) -> None:
         self._spare: dict[int, WorkerProcess] = {}
+        ipc.cleanup_stale()
         self._in_process_classes: dict[int, type] = {}
 
     def _in_process_class(self, ctx: ModelContext) -> type:

@@ -211,3 +211,27 @@ def cleanup_leftovers(pid: int) -> None:
                     pass
     except OSError:
         pass
+
+
+def cleanup_stale() -> None:
+    """Remove what servers that were killed outright (SIGKILL) left in /dev/shm."""
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith("openinfer-ipc-"):
+            continue
+        pid_text = name[len("openinfer-ipc-") :].split("-", 1)[0]
+        if not pid_text.isdigit():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except OSError:
+                pass
+        except PermissionError:
+            pass  # alive, another user's
+
