@@ -40,6 +40,33 @@ def write_model(
     return model_dir
 
 
+def http_status(url: str, headers: dict[str, str] | None = None, timeout: float = 2) -> int:
+    """The status a GET answers with; 0 when nothing answers yet."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=timeout) as reply:
+            return reply.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def read_log(path: Path | None) -> str:
+    return path.read_text(errors="replace") if path and path.exists() else ""
+
+
+def stop_process(process: subprocess.Popen | None, timeout: float = 60) -> int | None:
+    """SIGTERM (a graceful server shutdown), then SIGKILL after `timeout`; the exit code."""
+    if process is None or process.poll() is not None:
+        return process.returncode if process else None
+    process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.wait()
+
+
 @dataclass
 class Server:
     """A running `openinfer serve` process."""
@@ -92,26 +119,13 @@ class Server:
         raise RuntimeError(f"server did not become {wait_for}:\n{self.log()}")
 
     def _status(self, path: str) -> int:
-        try:
-            with urllib.request.urlopen(f"http://{self.host}:{self.http_port}{path}", timeout=2) as reply:
-                return reply.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except OSError:
-            return 0
+        return http_status(f"http://{self.host}:{self.http_port}{path}")
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+        return read_log(self.log_path)
 
     def stop(self, timeout: float = 60) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        return stop_process(self.process, timeout)
 
     def __enter__(self) -> Server:
         return self.start()

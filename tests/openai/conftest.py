@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, free_port, write_model
+from tests.helpers import ROOT, free_port, http_status, read_log, stop_process, write_model
 from tests.llm_fixtures import build_tokenizer
 from tests.openai import mock_models
 
@@ -86,27 +86,13 @@ class OpenAIServer:
         return code, self.log()
 
     def status(self, path: str, headers: dict[str, str] | None = None) -> int:
-        request = urllib.request.Request(self.url + path, headers=headers or {})
-        try:
-            with urllib.request.urlopen(request, timeout=5) as reply:
-                return reply.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-        except OSError:
-            return 0
+        return http_status(self.url + path, headers, timeout=5)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+        return read_log(self.log_path)
 
     def stop(self, timeout: float = 60) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return self.process.returncode if self.process else None
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return self.process.wait()
+        return stop_process(self.process, timeout)
 
     def client(self, **kwargs):
         import openai

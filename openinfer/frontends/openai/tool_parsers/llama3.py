@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser, openai_call_id
-from .scanner import CallStreamer
+from .scanner import MarkedCallStream
 
 BOT = "<|python_tag|>"
 
@@ -55,16 +55,9 @@ class Llama3Parser(ToolParser):
         return Llama3Stream()
 
 
-class Llama3Stream(StreamParser):
+class Llama3Stream(MarkedCallStream):
     def __init__(self) -> None:
-        self._held = ""
-        self._mode = "undecided"  # undecided | text | tool
-        self._calls = CallStreamer(openai_call_id)
-        self._tool_text = ""
-
-    @property
-    def called(self) -> bool:
-        return bool(self._calls.calls)
+        super().__init__(openai_call_id)
 
     def feed(self, text: str) -> StreamDelta:
         if self._mode == "text":
@@ -87,22 +80,10 @@ class Llama3Stream(StreamParser):
         held, self._held = self._held, ""
         return StreamDelta(content=held)
 
-    def _tool(self, text: str) -> StreamDelta:
-        self._tool_text += text
-        delta = self._calls.feed(text)
-        if self._calls.rejected and not self._calls.calls:
-            self._mode = "text"
-            return StreamDelta(content=self._tool_text)
-        return delta
-
     def finish(self) -> StreamDelta:
         if self._mode == "undecided":
             held, self._held = self._held, ""
             return StreamDelta(content=held)
         if self._mode == "tool":
-            delta = self._calls.finish()
-            if not self._calls.calls:  # never became a call: it was text after all
-                self._mode = "text"
-                return StreamDelta(content=self._tool_text)
-            return delta
+            return self._finish_tool()
         return StreamDelta()

@@ -11,7 +11,7 @@ import json
 import re
 
 from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser, mistral_call_id
-from .scanner import CallStreamer
+from .scanner import MarkedCallStream
 
 BOT = "[TOOL_CALLS]"
 _ARRAY = re.compile(r"\[{.*}\]", re.DOTALL)
@@ -59,16 +59,9 @@ class MistralParser(ToolParser):
         return MistralStream()
 
 
-class MistralStream(StreamParser):
+class MistralStream(MarkedCallStream):
     def __init__(self) -> None:
-        self._held = ""
-        self._mode = "undecided"  # undecided (start) | text | tool
-        self._calls = CallStreamer(mistral_call_id)
-        self._tool_text = ""
-
-    @property
-    def called(self) -> bool:
-        return bool(self._calls.calls)
+        super().__init__(mistral_call_id)
 
     def feed(self, text: str) -> StreamDelta:
         if self._mode == "tool":
@@ -102,20 +95,8 @@ class MistralStream(StreamParser):
         self._held = self._held[len(self._held) - keep :]
         return StreamDelta(content=out)
 
-    def _tool(self, text: str) -> StreamDelta:
-        self._tool_text += text
-        delta = self._calls.feed(text)
-        if self._calls.rejected and not self._calls.calls:
-            self._mode = "text"
-            return StreamDelta(content=self._tool_text)
-        return delta
-
     def finish(self) -> StreamDelta:
         if self._mode == "tool":
-            delta = self._calls.finish()
-            if not self._calls.calls:
-                self._mode = "text"
-                return StreamDelta(content=self._tool_text)
-            return delta
+            return self._finish_tool()
         held, self._held = self._held, ""
         return StreamDelta(content=held)

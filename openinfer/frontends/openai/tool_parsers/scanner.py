@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import StreamDelta, ToolCallDelta
+from .base import StreamDelta, StreamParser, ToolCallDelta
 
 ARGUMENT_KEYS = ("arguments", "parameters")
 _SEPARATORS = " \t\r\n,;[]"
@@ -225,3 +225,34 @@ def _coalesce(delta: StreamDelta) -> StreamDelta:
             merged.append(item)
     delta.tool_calls = merged
     return delta
+
+
+class MarkedCallStream(StreamParser):
+    """What the llama3 and mistral stream parsers share once they think a tool call began:
+    stream the calls' deltas, and fall back to plain text if the "call" never parses."""
+
+    def __init__(self, call_id: Callable[[], str]) -> None:
+        self._held = ""
+        self._mode = "undecided"  # undecided | text | tool
+        self._calls = CallStreamer(call_id)
+        self._tool_text = ""
+
+    @property
+    def called(self) -> bool:
+        return bool(self._calls.calls)
+
+    def _tool(self, text: str) -> StreamDelta:
+        self._tool_text += text
+        delta = self._calls.feed(text)
+        if self._calls.rejected and not self._calls.calls:
+            self._mode = "text"
+            return StreamDelta(content=self._tool_text)
+        return delta
+
+    def _finish_tool(self) -> StreamDelta:
+        delta = self._calls.finish()
+        if not self._calls.calls:  # never became a call: it was text after all
+            self._mode = "text"
+            return StreamDelta(content=self._tool_text)
+        return delta
+
