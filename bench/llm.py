@@ -135,7 +135,7 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
     from openinfer.frontends.openai.completion.serving import CompletionServing
     from openinfer.frontends.openai.context import FrontendContext
     from openinfer.frontends.openai.options import OpenAIOptions
-    from openinfer.frontends.openai.sse import sse
+    from openinfer.frontends.openai.sse import EventStream
     from openinfer.runner import build_server
 
     async def measure() -> list[dict[str, Any]]:
@@ -146,6 +146,10 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
         body = {"model": MODEL, "max_tokens": max_tokens, "min_tokens": max_tokens, "ignore_eos": True,
                 "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
         out = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
         try:
             for _ in range(rounds):
                 tokens, ttft = 0, []
@@ -153,11 +157,17 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
                 for prompt in work:
                     began = time.perf_counter()
                     first = None
-                    async for event in sse(await serving.create({**body, "prompt": prompt})):
+
+                    async def send(message: dict[str, Any]) -> None:  # what the HTTP server gets
+                        nonlocal first, tokens
+                        event = message.get("body", b"")
                         if first is None and b'"text":"' in event and b'"text":""' not in event:
                             first = time.perf_counter()
                         if b'"choices":[]' in event:
                             tokens += orjson.loads(event[6:])["usage"]["completion_tokens"]
+
+                    stream = EventStream(await serving.create({**body, "prompt": prompt}))
+                    await stream({"type": "http"}, receive, send)
                     ttft.append(((first or time.perf_counter()) - began) * 1000)
                 seconds = time.perf_counter() - start
                 out.append({"name": "frontend in-process (no HTTP) c=1", "concurrency": 1, "requests": len(work),

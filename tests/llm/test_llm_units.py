@@ -197,3 +197,62 @@ def test_sampler_penalties_min_tokens_bias_and_logprobs():
     expected = torch.log_softmax(logits[0], dim=-1)
     assert choice.rank == 1 and choice.logprob == pytest.approx(float(expected[1]))
     assert [t for t, _, _ in choice.top] == [1, 2]
+
+
+def test_min_tokens_blocks_inside_the_shared_greedy_argmax():
+    import torch
+
+    from openinfer.backends.llm.sampler import sample
+
+    logits = torch.tensor([[0.0, 3.0, 2.9, -1.0, 1.0]]).expand(3, -1)  # a prefill's n rows share one
+    blocked = _Row(parse_sampling({"temperature": 0, "min_tokens": 2, "max_tokens": 4}))
+    done = _Row(parse_sampling({"temperature": 0, "min_tokens": 1, "max_tokens": 4}), generated=[3])
+    stop_ids = _Row(parse_sampling({"temperature": 0, "min_tokens": 3, "stop_token_ids": [2], "max_tokens": 4}))
+    # EOS (1) and the request's stop ids stay out until min_tokens; the model's output is untouched
+    assert [c.token for c in sample(logits, [blocked, done, stop_ids], [1])] == [2, 1, 4]
+    assert logits[0, 1] == 3.0
+    plain = _Row(parse_sampling({"temperature": 0}))
+    assert [c.token for c in sample(logits[:2], [plain, blocked], [1])] == [1, 2]
+
+
+# ----------------------------------------------------------------------- KV cache
+def _cache(rows: int, length: int, fill: float):
+    import torch
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.update(torch.full((rows, 2, length, 4), fill), torch.full((rows, 2, length, 4), fill), 0)
+    return cache
+
+
+def test_kv_cache_has_a_mask_only_while_rows_are_padded():
+    from openinfer.backends.llm import kv_cache
+
+    cache, mask = kv_cache.merge(None, None, _cache(1, 5, 1.0), None)
+    cache, mask = kv_cache.merge(cache, mask, _cache(1, 5, 2.0), None)
+    assert mask is None and cache.layers[0].keys.shape[:3] == (2, 2, 5)  # equal lengths: no padding
+    cache, mask = kv_cache.merge(cache, mask, _cache(1, 3, 3.0), None)
+    assert mask.tolist() == [[1] * 5, [1] * 5, [0, 0, 1, 1, 1]]
+    assert float(cache.layers[0].keys[2, 0, 0, 0]) == 0.0  # padded columns are zeros, left of the row
+    cache, padded = kv_cache.select(cache, mask, [0, 2])
+    assert padded.tolist() == [[1] * 5, [0, 0, 1, 1, 1]]
+    cache, mask = kv_cache.select(cache, padded, [1])
+    assert mask is None and cache.layers[0].keys.shape[2] == 3  # padding trimmed away with the mask
+    cache, mask = kv_cache.repeat(cache, mask, 3)
+    assert mask is None and cache.layers[0].keys.shape[0] == 3
+
+
+def test_fast_detokenizer_decodes_like_the_tokenizer():
+    from transformers import AutoTokenizer
+
+    from tests.llm_fixtures import llm_assets
+
+    tokenizer = AutoTokenizer.from_pretrained(llm_assets().llama)
+    text = '<|start_header_id|>Hello world! {"name": 3.14} é€<|eot_id|> done'
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    for skip in (True, False):
+        fast = IncrementalDetokenizer(tokenizer, ids[:2], skip_special_tokens=skip)
+        slow = IncrementalDetokenizer(tokenizer, ids[:2], skip_special_tokens=skip)
+        slow.backend = None  # through the Python wrapper
+        assert fast.backend is not None
+        assert [fast.add(i) for i in ids[2:]] == [slow.add(i) for i in ids[2:]]

@@ -30,8 +30,11 @@ class IncrementalDetokenizer:
             "skip_special_tokens": skip_special_tokens,
             "spaces_between_special_tokens": spaces_between_special_tokens,
         }
+        self.backend = _backend(tokenizer)
 
     def _decode(self, ids: list[int]) -> str:
+        if self.backend is not None:
+            return self.backend.decode(ids, skip_special_tokens=self.kwargs["skip_special_tokens"])
         try:
             return self.tokenizer.decode(ids, **self.kwargs)
         except TypeError:  # tokenizers without spaces_between_special_tokens
@@ -48,6 +51,20 @@ class IncrementalDetokenizer:
             self.read_offset = len(self.ids)
             return delta
         return ""
+
+
+def _backend(tokenizer: Any) -> Any:
+    """The Rust tokenizer behind a fast Hugging Face tokenizer, when decoding through it gives
+    the same text (no clean-up pass; fast tokenizers ignore `spaces_between_special_tokens`):
+    the Python wrapper costs more than the decoding, twice per generated token."""
+    try:
+        from transformers.tokenization_utils_tokenizers import TokenizersBackend
+    except ImportError:
+        return None
+    own = getattr(type(tokenizer), "_decode", None)
+    if own is not TokenizersBackend._decode or getattr(tokenizer, "clean_up_tokenization_spaces", True):
+        return None
+    return tokenizer.backend_tokenizer
 
 
 def find_stop(text: str, new_from: int, stops: list[str]) -> tuple[int, str] | None:

@@ -113,7 +113,7 @@ class GenerationEngine(EngineThread):
         self._waiting: list[Group] = []
         self._rows: list[Sequence] = []  # running sequences, in cache row order
         self._cache: Any = None
-        self._mask: torch.Tensor | None = None
+        self._mask: torch.Tensor | None = None  # None: no row is padded (kv_cache)
         self._continuous = True  # False once a model's cache turns out not to be joinable
         self.largest_batch = 0
 
@@ -234,8 +234,7 @@ class GenerationEngine(EngineThread):
         infer_end = time.perf_counter_ns()
         cache = getattr(out, "past_key_values", None) or cache
         logits = out.logits[:, -1, :].expand(n, -1)
-        mask = torch.ones(1, ids.shape[1], dtype=torch.long)
-        cache, mask = kv_cache.repeat(cache, mask, n)
+        cache, mask = kv_cache.repeat(cache, None, n)
         sequences = group.sequences
         for seq in sequences:
             seq.position = ids.shape[1]
@@ -263,16 +262,12 @@ class GenerationEngine(EngineThread):
         self.largest_batch = max(self.largest_batch, batch)
         input_ids = torch.tensor([[s.generated[-1]] for s in rows], dtype=torch.long)
         positions = torch.tensor([[s.position] for s in rows], dtype=torch.long)
-        assert self._mask is not None
-        self._mask = torch.cat([self._mask, torch.ones(batch, 1, dtype=torch.long)], dim=1)
+        padding: dict[str, torch.Tensor] = {}
+        if self._mask is not None:  # rows of different lengths: hide the padded columns
+            self._mask = torch.cat([self._mask, torch.ones(batch, 1, dtype=torch.long)], dim=1)
+            padding["attention_mask"] = self._mask
         infer_start = time.perf_counter_ns()
-        out = self._forward(
-            input_ids,
-            self._cache,
-            [s.group.adapter for s in rows],
-            attention_mask=self._mask,
-            position_ids=positions,
-        )
+        out = self._forward(input_ids, self._cache, [s.group.adapter for s in rows], position_ids=positions, **padding)
         infer_end = time.perf_counter_ns()
         for seq in rows:
             seq.position += 1
@@ -295,7 +290,6 @@ class GenerationEngine(EngineThread):
             self._cache, self._mask = None, None
             self._continuous = True
             return
-        assert self._mask is not None
         self._cache, self._mask = kv_cache.select(self._cache, self._mask, keep)
 
     # ------------------------------------------------------------------- tokens

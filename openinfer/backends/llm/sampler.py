@@ -34,7 +34,8 @@ class Choice:
     top: list[tuple[int, float, int]] | None = None  # (token, logprob, rank), best first
 
 
-def _plain(row: Row, eos_ids: list[int]) -> bool:
+def _plain(row: Row) -> bool:
+    """Greedy with nothing to process but min_tokens' blocked ids: the shared argmax serves it."""
     p = row.params
     return (
         p.greedy
@@ -42,9 +43,16 @@ def _plain(row: Row, eos_ids: list[int]) -> bool:
         and not p.has_penalties
         and not p.logit_bias
         and p.allowed_token_ids is None
-        and (p.min_tokens == 0 or len(row.generated) >= p.min_tokens)
         and not row.wants_logprobs
     )
+
+
+def _blocked(row: Row, eos_ids: list[int], vocab: int) -> list[int]:
+    """The ids min_tokens forbids for this step (end of sequence and the stop token ids)."""
+    p = row.params
+    if not p.min_tokens or len(row.generated) >= p.min_tokens:
+        return []
+    return [i for i in [*eos_ids, *p.stop_token_ids] if 0 <= i < vocab]
 
 
 def _process(logits: torch.Tensor, row: Row, eos_ids: list[int]) -> torch.Tensor:
@@ -68,10 +76,9 @@ def _process(logits: torch.Tensor, row: Row, eos_ids: list[int]) -> torch.Tensor
         counts = torch.bincount(torch.tensor(row.generated, dtype=torch.long), minlength=out.shape[0])
         counts = counts[: out.shape[0]].to(out.dtype)
         out -= p.frequency_penalty * counts + p.presence_penalty * (counts > 0).to(out.dtype)
-    if p.min_tokens and len(row.generated) < p.min_tokens:
-        blocked = [i for i in [*eos_ids, *p.stop_token_ids] if 0 <= i < out.shape[0]]
-        if blocked:
-            out[torch.tensor(blocked, dtype=torch.long)] = float("-inf")
+    blocked = _blocked(row, eos_ids, out.shape[0])
+    if blocked:
+        out[blocked] = float("-inf")
     if row.matcher is not None:
         out[~row.matcher.allowed()] = float("-inf")
     return out
@@ -112,11 +119,18 @@ def sample(logits: torch.Tensor, rows: list[Row], eos_ids: list[int]) -> list[Ch
     """One token per row of `logits` [rows, vocab]."""
     logits = logits.float()
     choices: list[Choice | None] = [None] * len(rows)
-    plain = [i for i, row in enumerate(rows) if _plain(row, eos_ids)]
+    plain = [i for i, row in enumerate(rows) if _plain(row)]
     if plain:
-        tokens = torch.argmax(logits[plain], dim=-1).tolist()
+        scores = logits[plain] if len(plain) < len(rows) else logits
+        for j, i in enumerate(plain):
+            blocked = _blocked(rows[i], eos_ids, logits.shape[1])
+            if blocked:
+                if scores is logits:  # never write into the model's output (a prefill expands one row)
+                    scores = logits.clone()
+                scores[j, blocked] = float("-inf")
+        tokens = torch.argmax(scores, dim=-1).tolist()
         for i, token in zip(plain, tokens):
-            choices[i] = Choice(int(token))
+            choices[i] = Choice(token)
     for i, row in enumerate(rows):
         if choices[i] is not None:
             continue

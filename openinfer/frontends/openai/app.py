@@ -1,8 +1,9 @@
 """The OpenAI-compatible ASGI app: FastAPI routes over the serving objects, one error envelope.
 
 Bodies are parsed here with orjson and validated by the serving objects (so schema errors use
-the OpenAI envelope with status 400, not FastAPI's 422 list). Every handler runs under a
-disconnect watch: a client that goes away cancels its generation.
+the OpenAI envelope with status 400, not FastAPI's 422 list). A client that goes away cancels
+its generation: the generating handlers ask the HTTP protocol to cancel them when the
+connection is lost (no watcher task per request).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from ... import __version__
 from ...core.errors import OpenInferError
@@ -28,7 +29,7 @@ from .embedding.serving import EmbeddingServing
 from .errors import envelope, error_bytes, invalid, unavailable
 from .middleware import Access, BodySizeLimit, Cors
 from .models import ModelsServing
-from .sse import sse
+from .sse import EventStream, cancel_on_disconnect, left
 from .tokenize import TokenizeServing
 
 log = logging.getLogger("openinfer.openai")
@@ -53,32 +54,25 @@ async def _body(request: Request) -> Any:
 
 
 async def _until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
-    """Run `work`, cancelling it when the client disconnects first."""
-    task = asyncio.ensure_future(work)
-
-    async def watch() -> None:
-        while True:
-            message = await request.receive()
-            if message["type"] == "http.disconnect":
-                return
-
-    watcher = asyncio.ensure_future(watch())
+    """Await `work`; the protocol cancels it if the client disconnects first. A stream stays
+    cancellable while it is sent (`EventStream` ends it quietly)."""
+    scope = request.scope
+    cancel_on_disconnect(scope)
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            watcher.cancel()
-            raise ClientGone()
-        watcher.cancel()
-    return task.result()
+        result = await work
+    except asyncio.CancelledError:
+        if not left(scope):
+            raise
+        raise ClientGone() from None
+    if isinstance(result, dict):
+        cancel_on_disconnect(scope, False)  # sending a finished answer is not cancelled
+    return result
 
 
 def _answer(result: dict[str, Any] | AsyncIterator[dict[str, Any]]) -> Response:
     if isinstance(result, dict):
         return _json(result)
-    return StreamingResponse(sse(result), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    return EventStream(result)
 
 
 def build_app(ctx: FrontendContext) -> Any:

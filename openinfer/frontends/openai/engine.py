@@ -20,7 +20,7 @@ from ...core.errors import InternalError
 from ...core.server import InferenceServer
 from ...core.types import InferRequest, InferResponse, Tensor
 from .catalog import ModelInfo
-from .tensors import first_int, make_tensor, output_array, texts
+from .tensors import as_text, first_int, make_tensor, output_array, texts
 
 
 @dataclass
@@ -137,32 +137,45 @@ def build_request(info: ModelInfo, call: GenerateCall) -> InferRequest:
     return _vllm_request(info, call)
 
 
+def _text(data: np.ndarray) -> str:
+    if data.size == 1:  # one sequence per request: skip the list
+        return as_text(data.item())
+    return "".join(texts(data))
+
+
 def digest(response: InferResponse) -> Step:
+    """One pass over the outputs: this runs once per streamed token."""
     if response.error is not None:
         raise response.error
     step = Step(final=response.final)
-    text = output_array(response, "text_output")
-    if text is not None:
-        step.text = "".join(texts(text))
-    reason = output_array(response, "finish_reason")
-    if reason is not None and reason.size:
-        value = texts(reason)[0]
-        step.finish_reason = value if value and value != "None" else None  # "None": not finished yet
-    if step.finish_reason is None:
+    for tensor in response.outputs:
+        name, data = tensor.name, tensor.data
+        if data is None:
+            continue
+        if name == "text_output":
+            step.text = _text(data)
+        elif name == "finish_reason":
+            if data.size:
+                value = as_text(data.flat[0])
+                step.finish_reason = value if value and value != "None" else None  # "None": not finished yet
+        elif name == "num_input_tokens":
+            step.prompt_tokens = int(data.flat[0]) if data.size else None
+        elif name == "num_output_tokens":
+            step.completion_tokens = int(data.flat[0]) if data.size else None
+        elif name == "logprobs" and data.size:
+            raw = as_text(data.flat[0])
+            if raw:
+                try:
+                    parsed = json.loads(raw)
+                except ValueError as exc:
+                    raise InternalError(
+                        f"model '{response.model_name}' returned invalid logprobs JSON: {exc}"
+                    ) from exc
+                step.logprobs = parsed if isinstance(parsed, list) else None
+    if step.finish_reason is None and response.parameters:
         value = response.parameters.get("finish_reason")
         if isinstance(value, (str, bytes)) and value:
             step.finish_reason = value.decode() if isinstance(value, bytes) else value
-    step.prompt_tokens = first_int(output_array(response, "num_input_tokens"))
-    step.completion_tokens = first_int(output_array(response, "num_output_tokens"))
-    logprobs = output_array(response, "logprobs")
-    if logprobs is not None and logprobs.size:
-        raw = texts(logprobs)[0]
-        if raw:
-            try:
-                parsed = json.loads(raw)
-            except ValueError as exc:
-                raise InternalError(f"model '{response.model_name}' returned invalid logprobs JSON: {exc}") from exc
-            step.logprobs = parsed if isinstance(parsed, list) else None
     return step
 
 
@@ -184,9 +197,10 @@ async def generate_all(server: InferenceServer, info: ModelInfo, call: GenerateC
 
 
 class _Single:
-    """`Merged` for one stream (n = 1): no task or queue hop per token."""
+    """`Merged` for one generation (n = 1): reads the core's stream itself, so a token passes no
+    task, queue or extra generator on its way to the client."""
 
-    def __init__(self, stream: AsyncIterator[Step]) -> None:
+    def __init__(self, stream: AsyncIterator[InferResponse]) -> None:
         self._stream = stream
         self._cancelled = False
 
@@ -198,10 +212,10 @@ class _Single:
         try:
             while not self._cancelled:
                 try:
-                    step = await stream.__anext__()
+                    response = await stream.__anext__()
                 except StopAsyncIteration:
                     break
-                yield 0, step
+                yield 0, digest(response)
             yield 0, None
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
@@ -249,9 +263,11 @@ class Merged:
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def merge(streams: Sequence[AsyncIterator[Step]]) -> Merged | _Single:
-    """The choices' step streams as one iterator of `(index, step | None)`."""
-    return _Single(streams[0]) if len(streams) == 1 else Merged(streams)
+def merge(server: InferenceServer, info: ModelInfo, calls: Sequence[GenerateCall]) -> Merged | _Single:
+    """The generations of `calls` (a request's choices) as one iterator of `(index, step | None)`."""
+    if len(calls) == 1:
+        return _Single(server.infer_stream(build_request(info, calls[0])))
+    return Merged([generate(server, info, call) for call in calls])
 
 
 # ------------------------------------------------------------------------------ embeddings

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..catalog import ResolvedModel
 from ..context import FrontendContext, count_tokens, now, request_id, usage
-from ..engine import GenerateCall, Outcome, generate, generate_all, merge
+from ..engine import GenerateCall, Outcome, generate_all, merge
 from ..errors import invalid
 from ..logprobs import chat_logprobs
 from ..protocol import parse_request
@@ -273,7 +273,7 @@ class ChatServing:
 
         for index in range(n):
             yield chunk(index, {"role": "assistant", "content": ""})
-        merged = merge([generate(server, info, c) for c in calls])
+        merged = merge(server, info, calls)
         async for index, step in merged:
             if done[index]:
                 continue

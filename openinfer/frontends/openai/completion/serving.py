@@ -8,7 +8,7 @@ from typing import Any
 
 from ..catalog import ResolvedModel
 from ..context import FrontendContext, count_tokens, now, request_id, usage
-from ..engine import GenerateCall, generate, generate_all, merge
+from ..engine import GenerateCall, generate_all, merge
 from ..errors import invalid
 from ..logprobs import completion_logprobs
 from ..protocol import parse_request
@@ -140,7 +140,7 @@ class CompletionServing:
             if echo:
                 sent[index] = len(echo)
                 yield chunk(index, echo, None)
-        merged = merge([generate(self.ctx.server, resolved.info, c) for c in calls])
+        merged = merge(self.ctx.server, resolved.info, calls)
         async for index, step in merged:
             if step is None:
                 yield chunk(index, "", reasons[index] or "stop")
