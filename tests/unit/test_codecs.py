@@ -11,6 +11,7 @@ import pytest
 from openinfer.core import datatypes
 from openinfer.core.errors import InternalError, InvalidArgumentError
 from openinfer.core.types import InferResponse, RequestedOutput, Tensor
+from openinfer.frontends.http import bulk_json
 from openinfer.frontends.http.codec import decode_request, encode_response
 
 
@@ -75,9 +76,7 @@ def test_json_request_nested_flat_and_binary_mixed():
     assert request.outputs[0].classification == 2
 
 
-@pytest.mark.parametrize(
-    "doc, error, message",
-    [
+BAD_DOCS = [
         ({"inputs": [{"name": "A", "datatype": "BOOL", "shape": [1], "data": [1]}]}, InvalidArgumentError, "non-boolean"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, InvalidArgumentError, "non-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP16", "shape": [1], "data": [1]}]}, InvalidArgumentError, "FP16 data via JSON"),
@@ -86,11 +85,66 @@ def test_json_request_nested_flat_and_binary_mixed():
         ({"inputs": [], "parameters": {"triton_x": 1}}, InvalidArgumentError, "reserved for Triton"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [None]}]}, InvalidArgumentError, "Shape"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [2], "data": [1, None]}]}, InvalidArgumentError, "non-integer"),
-    ],
-)
+    ]
+
+
+@pytest.mark.parametrize("doc, error, message", BAD_DOCS)
 def test_bad_json_requests(doc, error, message):
     with pytest.raises(error, match=message):
         decode_request(json.dumps(doc).encode(), None, "m", "")
+
+
+def _padded(doc: dict) -> bytes:
+    """The same request made large enough for the bulk parser (padding in a pass-through parameter)."""
+    doc = dict(doc, parameters={**doc.get("parameters", {}), "padding": "x" * bulk_json.MIN_BODY_BYTES})
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("doc, error, message", BAD_DOCS)
+def test_bad_large_json_requests_fail_alike(doc, error, message):
+    with pytest.raises(error, match=message):
+        decode_request(_padded(doc), None, "m", "")
+
+
+@pytest.mark.parametrize(
+    "datatype, values",
+    [
+        ("FP32", np.random.default_rng(0).random(20000, dtype=np.float32).tolist()),
+        ("FP64", [0.1, -2.5e300, 3, 7.25] * 5000),
+        ("INT8", [-128, 127, 0, 5] * 5000),
+        ("INT64", [-(2**63), 2**63 - 1, 0, 1] * 5000),
+        ("UINT32", [0, 2**32 - 1, 7, 9] * 5000),
+        ("UINT64", [0, 2**64 - 1, 2**63, 1] * 5000),
+        ("BOOL", [True, False] * 10000),
+        ("BYTES", ["ab", "c"] * 10000),
+    ],
+)
+def test_large_bodies_decode_as_small_ones_do(monkeypatch, datatype, values):
+    """The bulk parser yields the values and dtypes the ordinary parse does, nested or flat."""
+    nested = [values[: len(values) // 2], values[len(values) // 2 :]]
+    body = json.dumps(
+        {"inputs": [
+            {"name": "A", "datatype": datatype, "shape": [len(values)], "data": values},
+            {"name": "B", "datatype": datatype, "shape": [2, len(values) // 2], "data": nested},
+        ]}
+    ).encode()
+    parsed = bulk_json.parse(body)
+    typed = datatype not in ("BOOL", "BYTES")  # numeric data skips Python objects altogether
+    assert all(isinstance(item["data"], np.ndarray) == typed for item in parsed["inputs"])
+    bulk, _ = decode_request(body, None, "m", "")
+    monkeypatch.setattr(bulk_json, "MIN_BODY_BYTES", len(body) + 1)
+    plain, _ = decode_request(body, None, "m", "")
+    for got, want in zip(bulk.inputs, plain.inputs):
+        assert got.data.dtype == want.data.dtype and got.data.shape == want.data.shape
+        assert np.array_equal(got.data, want.data)
+
+
+def test_large_body_with_nan_tokens_still_parses():
+    values = ["NaN", "Infinity", "-Infinity", "1.5"] * 5000
+    body = ('{"inputs":[{"name":"A","datatype":"FP32","shape":[20000],"data":[%s]}]}' % ",".join(values)).encode()
+    request, _ = decode_request(body, None, "m", "")
+    head = request.inputs[0].data[:4]
+    assert np.isnan(head[0]) and head[1] == np.inf and head[2] == -np.inf and head[3] == 1.5
 
 
 def test_binary_sizes_must_add_up():
@@ -121,3 +175,12 @@ def test_response_json_and_binary():
     response.requested = None
     body, json_length = encode_response(response, False)
     assert json_length is None and json.loads(body)["outputs"][1]["data"] == [0.5, 1.5]
+
+
+def test_nonfinite_outputs_are_written_as_triton_writes_them():
+    data = np.array([np.nan, np.inf, -np.inf, 0.5], dtype=np.float32)
+    response = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (4,), data)])
+    body, _ = encode_response(response, False)
+    assert b'"data":[NaN,Infinity,-Infinity,0.5]' in body
+    finite = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (1,), data[3:])])
+    assert b'"data":[0.5]' in encode_response(finite, False)[0]

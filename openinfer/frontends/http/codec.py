@@ -16,6 +16,7 @@ from ...core import datatypes
 from ...core.errors import InternalError, InvalidArgumentError
 from ...core.parameters import apply_reserved
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from . import bulk_json
 
 _ONE_OF = ("data", "binary_data_size", "shared_memory_region")
 
@@ -62,7 +63,7 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
             f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
             f"for input {name}"
         )
-    if not isinstance(data, list):
+    if not isinstance(data, (list, np.ndarray)):
         data = [data]
     # Data that does not fit the declared shape or type is the client's mistake: 400, where
     # Triton answers 500. Clients such as Flink's provider retry 5xx and look for "shape".
@@ -84,7 +85,7 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
                 out[i] = item.encode("utf-8")
             array = out
         else:
-            array = np.array(data)
+            array = data if isinstance(data, np.ndarray) else np.array(data)
             kind = array.dtype.kind
             if array.size != count:
                 raise mismatch()
@@ -124,7 +125,9 @@ def decode_request(
     """A core request from an infer body; also returns the `binary_data_output` default."""
     view = memoryview(body)
     json_part = view if header_length is None else view[:header_length]
-    doc = loads(json_part)
+    doc = bulk_json.parse(json_part)
+    if doc is None:
+        doc = loads(json_part)
     if not isinstance(doc, dict):
         raise InternalError("failed to parse the request JSON buffer: expected a JSON object")
     request = InferRequest(model_name=model_name, model_version=model_version)
@@ -254,7 +257,7 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
     requested = response.requested
     outputs = []
     blobs: list[bytes | memoryview] = []
-    floats = False
+    nonfinite = False
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,
@@ -272,7 +275,9 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
                 blobs.append(blob)
             else:
                 entry["data"] = data = _json_value(tensor.data, tensor.datatype, tensor.name)
-                floats = floats or (isinstance(data, np.ndarray) and data.dtype.kind == "f")
+                nonfinite = nonfinite or (
+                    isinstance(data, np.ndarray) and data.dtype.kind == "f" and not np.isfinite(data).all()
+                )
         outputs.append(entry)
     doc: dict[str, Any] = {}
     if response.id:
@@ -282,11 +287,8 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
-    header = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-    # orjson writes NaN and Infinity as null; the document holds no other bare null, so
-    # only a float output whose header shows one needs the slower writer (one memchr here).
-    if floats and b"null" in header:
-        header = _dumps_nonfinite(doc)
+    # orjson writes NaN and Infinity as null: only outputs holding them need the slower writer.
+    header = _dumps_nonfinite(doc) if nonfinite else orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     if not any(len(b) for b in blobs):
         return header, None
     return b"".join([header, *blobs]), len(header)
