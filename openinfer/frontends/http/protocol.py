@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -21,6 +22,51 @@ DEFAULT_TIMEOUT_SECS = 30.0
 #: protocol sets the second just before it cancels, so the app can tell why.
 CANCEL_ON_DISCONNECT = "openinfer.cancel_on_disconnect"
 DISCONNECTED = "openinfer.disconnected"
+
+
+class _WholeResponseWrites:
+    """A response's transport that holds its header block until the body is written.
+
+    uvicorn writes a response's headers and its body separately: two sends, and two wake-ups
+    of the client, of which a small response is mostly made. Holding a head that announces a
+    content-length until the body follows sends the response in one vectored write. A stream
+    (no content-length) and a 100 Continue go out at once as before.
+    """
+
+    __slots__ = ("_transport", "_head", "_on_response")
+
+    def __init__(self, transport: asyncio.Transport, on_response: Callable[[], None]) -> None:
+        self._transport = transport
+        self._head: bytes | None = None
+        self._on_response = on_response
+
+    def write(self, data: bytes) -> None:
+        head = self._head
+        if head is not None:
+            self._head = None
+            self._transport.writelines((head, data))
+        elif data.startswith(b"HTTP/1.1 ") and b"\r\ncontent-length: " in data:
+            self._head = data
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        """Send a held head whose response has no body to follow (HEAD, an empty body)."""
+        head, self._head = self._head, None
+        if head is not None and not self._transport.is_closing():
+            self._transport.write(head)
+
+    def response_done(self) -> None:
+        """The cycle's completion callback: nothing may stay held once a response is complete."""
+        self.flush()
+        self._on_response()
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._transport, name)
 
 
 def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protocol]:
@@ -54,8 +100,12 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
         def on_headers_complete(self) -> None:
             self._disarm()
             super().on_headers_complete()
-            if self.cycle is not None and self.cycle.more_body:
-                self._arm()
+            cycle = self.cycle
+            if cycle is not None:
+                writer = _WholeResponseWrites(self.transport, cycle.on_response)
+                cycle.transport, cycle.on_response = writer, writer.response_done
+                if cycle.more_body:
+                    self._arm()
 
         def on_message_complete(self) -> None:
             self._disarm()
