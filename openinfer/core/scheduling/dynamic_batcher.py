@@ -12,7 +12,8 @@ How a batch is formed, following Triton's `DynamicBatchScheduler`:
   * a preferred batch size is sent at once; otherwise the batcher waits up to
     `max_queue_delay_microseconds` from the oldest request for one to form, recomputing the
     remaining delay every time something arrives, and then sends what it has;
-  * with no delay it sends what is queued as soon as an instance is free.
+  * with no delay it sends what is queued as soon as an instance is free; a request that
+    finds the queue empty and an instance free runs at once.
 """
 
 from __future__ import annotations
@@ -144,6 +145,14 @@ class DynamicBatcher(Scheduler):
         if self._stopped:
             sender.fail(UnavailableError(f"model '{self.model_name}' is not accepting requests"))
             return
+        if self.delay_ns == 0 and not self.queue:
+            # Nothing waits and nothing would be waited for: with a free instance the batcher
+            # would send this request alone at once, so send it from here (as the direct
+            # scheduler does) without a round through the batch loop's task.
+            instance = self.pool.try_acquire()
+            if instance is not None:
+                await self._execute(instance, [Entry(request, sender)])
+                return
         try:
             self.queue.push(Entry(request, sender))
         except UnavailableError as exc:
@@ -170,6 +179,10 @@ class DynamicBatcher(Scheduler):
     # ---------------------------------------------------------------- batching
     async def _batch_loop(self) -> None:
         while True:
+            if not self.queue:  # idle: hold no instance, so a lone arrival may run at once
+                self._arrived.clear()
+                await self._arrived.wait()
+                continue
             instance = self.pool.try_acquire() or await self.pool.acquire()
             try:
                 entries = await self._next_batch()
