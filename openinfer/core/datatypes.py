@@ -198,6 +198,6 @@ def from_wire_bytes(
             f"Expected {expected}, got {len(buffer)}"
         )
     array = np.frombuffer(buffer, dtype=dt.numpy, count=count)
-    if count and array.ctypes.data % dt.numpy.alignment:
+    if count and not array.flags.aligned:
         array = array.copy()  # misaligned (e.g. after an odd-length JSON header): one aligned copy
     return array.reshape(shape)

@@ -102,8 +102,9 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
                 f"invalid model version specified '{version}' , version should be an integral value > 0"
             )
     request = InferRequest(model_name=model, model_version=version, id=message.id)
-    request.parameters = _request_parameters(message.parameters)
-    apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
+    if message.parameters:
+        request.parameters = _request_parameters(message.parameters)
+        apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
     raw = message.raw_input_contents
     if raw and any(t.HasField("contents") for t in message.inputs):
         name = next(t.name for t in message.inputs if t.HasField("contents"))
@@ -112,11 +113,12 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
         )
     raw_index = 0
     for tensor in message.inputs:
-        datatypes.lookup(tensor.datatype)
-        shape = tuple(int(d) for d in tensor.shape)
-        if any(d < 0 for d in shape):
-            raise InvalidArgumentError(f"unexpected negative dimension in shape of input '{tensor.name}'")
-        tparams = {k: param_value(v) for k, v in tensor.parameters.items()}
+        name, datatype = tensor.name, tensor.datatype
+        datatypes.lookup(datatype)
+        shape = tuple(tensor.shape)
+        if shape and min(shape) < 0:
+            raise InvalidArgumentError(f"unexpected negative dimension in shape of input '{name}'")
+        tparams = {k: param_value(v) for k, v in tensor.parameters.items()} if tensor.parameters else {}
         if "shared_memory_region" in tparams:
             if tensor.HasField("contents"):
                 raise InvalidArgumentError(
@@ -134,13 +136,13 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
         elif tensor.HasField("contents"):
             array = _typed_contents(tensor, shape, model)
         elif raw_index < len(raw):
-            array = datatypes.from_wire_bytes(raw[raw_index], tensor.datatype, shape, name=tensor.name, model=model)
+            array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
             raw_index += 1
         else:
             raise InvalidArgumentError(
-                f"unable to find data for input tensor '{tensor.name}' for model '{model}' in request."
+                f"unable to find data for input tensor '{name}' for model '{model}' in request."
             )
-        request.inputs.append(Tensor(tensor.name, tensor.datatype, shape, array, tparams))
+        request.inputs.append(Tensor(name, datatype, shape, array, tparams))
     if raw_index < len(raw):  # data the client sent for an input that does not exist
         raise InvalidArgumentError(f"unexpected additional input data for model '{model}'")
     if message.outputs:
@@ -149,8 +151,10 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
 
 
 def _requested_output(output: pb.ModelInferRequest.InferRequestedOutputTensor) -> RequestedOutput:
-    params = {k: param_value(v) for k, v in output.parameters.items()}
+    params = {k: param_value(v) for k, v in output.parameters.items()} if output.parameters else {}
     requested = RequestedOutput(output.name, params)
+    if not params:
+        return requested
     if "classification" in params:
         k = params["classification"]
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
