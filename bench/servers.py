@@ -131,19 +131,35 @@ def _kserve(install: bool) -> Server:
     return server
 
 
-def _openinfer() -> Server:
-    server = Server("openinfer", "openinfer", ("http", "grpc"))
+def _openinfer(in_process: bool = False) -> Server:
+    """openinfer serving the example identity model: by default (as Triton does) in a worker
+    process; with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`."""
+    key, label = ("openinfer_inproc", "openinfer (in_process)") if in_process else ("openinfer", "openinfer")
+    server = Server(key, label, ("http", "grpc"))
     exe = ROOT / ".venv" / "bin" / "openinfer"
     repo = ROOT / "examples" / "model_repository"
     if not exe.exists() or not (repo / MODEL).exists():
         server.skip = f"needs {exe.relative_to(ROOT)} and {repo.relative_to(ROOT)}/{MODEL}"
         return server
+    if in_process:
+        repo = _in_process_repository(repo / MODEL, RESULTS / key)
     http, grpc, metrics = free_ports(3)
     server.argv = [str(exe), "serve", "--model-repository", str(repo), "--http-port", str(http),
                    "--grpc-port", str(grpc), "--metrics-port", str(metrics),
                    "--allow-client-shm", "true"]
     server.http_port, server.grpc_port = http, grpc
     return server
+
+
+def _in_process_repository(model: Path, folder: Path) -> Path:
+    """A one-model repository: the example model, its config asking for `execution_mode: in_process`."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    shutil.copytree(model, folder / MODEL)
+    config = folder / MODEL / "config.pbtxt"
+    config.write_text(config.read_text() + '\nparameters { key: "execution_mode" '
+                      'value { string_value: "in_process" } }\n')
+    return folder
 
 
 def _echo(kind: str) -> Server:
@@ -159,7 +175,7 @@ def _echo(kind: str) -> Server:
     return server
 
 
-ALL = ("openinfer", "mlserver", "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")
+ALL = ("openinfer", "openinfer_inproc", "mlserver", "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")
 
 
 def make(key: str, install: bool = True, tune_malloc: bool = False) -> Server:
@@ -170,8 +186,8 @@ def make(key: str, install: bool = True, tune_malloc: bool = False) -> Server:
 
 
 def _make(key: str, install: bool) -> Server:
-    if key == "openinfer":
-        return _openinfer()
+    if key in ("openinfer", "openinfer_inproc"):
+        return _openinfer(in_process=key == "openinfer_inproc")
     if key == "mlserver":
         return _mlserver(None, install)
     if key == "mlserver_pw0":

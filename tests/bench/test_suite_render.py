@@ -22,3 +22,12 @@ def test_summary_ratios() -> None:
     assert "0.20×" in row  # against the bare ASGI echo
     assert "(pw0)" in row
     assert "failed" in text and "did not install" in text
+
+
+def test_openinfer_compared_by_its_faster_setting() -> None:
+    cells = [_cell("openinfer", 2000), _cell("openinfer_inproc", 4000), _cell("mlserver_pw0", 1000),
+             _cell("asgi_echo", 10000)]
+    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
+    row = next(line for line in text.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
+    assert "(in-proc)" in row and "4.00×" in row and "0.40×" in row
+    assert "| openinfer | HTTP JSON |" in text and "| openinfer_inproc | HTTP JSON |" in text
