@@ -58,15 +58,18 @@ async def _until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
     cancellable while it is sent (`EventStream` ends it quietly)."""
     scope = request.scope
     cancel_on_disconnect(scope)
+    streaming = False
     try:
         result = await work
+        streaming = not isinstance(result, dict)
+        return result
     except asyncio.CancelledError:
         if not left(scope):
             raise
         raise ClientGone() from None
-    if isinstance(result, dict):
-        cancel_on_disconnect(scope, False)  # sending a finished answer is not cancelled
-    return result
+    finally:
+        if not streaming:
+            cancel_on_disconnect(scope, False)  # sending an answer or an error is not cancelled
 
 
 def _answer(result: dict[str, Any] | AsyncIterator[dict[str, Any]]) -> Response:
