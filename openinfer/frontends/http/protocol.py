@@ -18,6 +18,11 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 log = logging.getLogger("openinfer.http")
 
 DEFAULT_TIMEOUT_SECS = 30.0
+#: A request body reaches the app in pieces of this size, or whole when smaller. uvicorn wakes
+#: the app for every read (64 KiB) and pauses the socket past 64 KiB until the app has taken
+#: it: a 700 KB JSON body cost a dozen wake-ups, pauses and copies. The app reads whole
+#: bodies anyway (under `--http-max-input-size`), so it waits for the whole of a small one.
+BODY_PIECE_BYTES = 1 << 20
 #: Scope keys: an app sets the first while a disconnect should cancel its handler; the
 #: protocol sets the second just before it cancels, so the app can tell why.
 CANCEL_ON_DISCONNECT = "openinfer.cancel_on_disconnect"
@@ -96,6 +101,16 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             elif cycle.more_body:
                 self._arm()  # the body moved: a fresh pause allowance
             super().data_received(data)
+
+        def on_body(self, body: bytes) -> None:
+            cycle = self.cycle
+            if cycle is None or cycle.response_complete or self.parser.should_upgrade():
+                super().on_body(body)
+                return
+            cycle.body += body
+            if len(cycle.body) >= BODY_PIECE_BYTES:
+                self.flow.pause_reading()  # resumed when the app takes the piece
+                cycle.message_event.set()
 
         def on_headers_complete(self) -> None:
             self._disarm()
