@@ -122,13 +122,13 @@ def sample(logits: torch.Tensor, rows: list[Row], eos_ids: list[int]) -> list[Ch
     plain = [i for i, row in enumerate(rows) if _plain(row)]
     if plain:
         scores = logits[plain] if len(plain) < len(rows) else logits
+        tokens = torch.argmax(scores, dim=-1).tolist()
         for j, i in enumerate(plain):
             blocked = _blocked(rows[i], eos_ids, logits.shape[1])
-            if blocked:
-                if scores is logits:  # never write into the model's output (a prefill expands one row)
-                    scores = logits.clone()
-                scores[j, blocked] = float("-inf")
-        tokens = torch.argmax(scores, dim=-1).tolist()
+            if blocked and tokens[j] in blocked:  # else masking them would change nothing
+                row = scores[j].clone()  # never write into the model's output
+                row[blocked] = float("-inf")
+                tokens[j] = int(torch.argmax(row))
         for i, token in zip(plain, tokens):
             choices[i] = Choice(token)
     for i, row in enumerate(rows):
