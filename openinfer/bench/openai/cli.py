@@ -84,15 +84,15 @@ async def _run(ns: argparse.Namespace, count: Any, label: str, progress: Progres
             body.update({"min_tokens": n_out, "ignore_eos": True})
         return body, prompt
 
-    async def loop() -> None:
-        conn = HttpConnection(host, port)
+    async def loop(conn: HttpConnection, measured: bool) -> None:
         while True:
-            measured = warm[0] <= 0
             if measured:
                 if issued[0] >= total:
                     break
                 issued[0] += 1
             else:
+                if warm[0] <= 0:
+                    break
                 warm[0] -= 1
             body, prompt = next_body()
             try:
@@ -109,11 +109,18 @@ async def _run(ns: argparse.Namespace, count: Any, label: str, progress: Progres
                 records.append(rec)
             progress.update(label, len(records) / total,
                             f"{len(records)}/{total} requests, {len(errors)} errors")
-        conn.close()
 
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    await asyncio.gather(*(loop() for _ in range(ns.concurrency)))
-    return records, errors, time.perf_counter() - t0, time.process_time() - cpu0
+    # Warm-up requests run first, outside the measured window (as genai-perf's): the throughputs
+    # divide the measured requests' tokens by the time those requests took, nothing else.
+    conns = [HttpConnection(host, port) for _ in range(ns.concurrency)]
+    try:
+        await asyncio.gather(*(loop(conn, False) for conn in conns))
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        await asyncio.gather(*(loop(conn, True) for conn in conns))
+        return records, errors, time.perf_counter() - t0, time.process_time() - cpu0
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 def main(argv: list[str]) -> int:
