@@ -127,10 +127,9 @@ class Served:
 def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: int) -> list[dict[str, Any]]:
     """Streamed completions through the OpenAI frontend's serving code and the core, in this
     process, without HTTP: isolates what the frontend itself costs per token."""
-    import asyncio
-
     import orjson
 
+    from openinfer.backends.llm.baseline import run_like_the_server
     from openinfer.cli import serve_parser
     from openinfer.frontends.openai.completion.serving import CompletionServing
     from openinfer.frontends.openai.context import FrontendContext
@@ -176,7 +175,7 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
             await server.stop()
         return out
 
-    return asyncio.run(measure())
+    return run_like_the_server(measure())
 
 
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -55,7 +55,7 @@ class EventStream(Response):
     """ASGI response: `chunks` as `data:` events, then `[DONE]` (a Starlette `Response` only so
     that FastAPI passes it through)."""
 
-    def __init__(self, chunks: AsyncIterator[dict[str, Any]]) -> None:  # noqa: D107 - no body, no headers
+    def __init__(self, chunks: AsyncIterator[dict[str, Any]]) -> None:  # no body, no headers: not Response.__init__
         self.chunks = chunks
         self.background = None
 
