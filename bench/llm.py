@@ -205,11 +205,13 @@ def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3) -> dict[str, 
     load = os.getloadavg()[0]  # before this run adds its own
     assets = llm_assets()
     work = prompts(requests)
-    runs: dict[str, list[dict[str, Any]]] = {"direct": [], "engine": [], "frontend": [], "c1": [], "c8": []}
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in ("direct", "engine", "frontend", "c1", "c8")}
     with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, Served(assets.llama, Path(tmp)) as served:
         for _ in range(rounds):
-            runs["direct"].append(_alone(transformers_baseline, assets.llama, work, max_tokens).as_dict())
-            runs["engine"].append(_alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1).as_dict())
+            generated = _alone(transformers_baseline, assets.llama, work, max_tokens)
+            runs["direct"].append(generated.as_dict())
+            ours = _alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1)
+            runs["engine"].append(ours.as_dict())
             runs["frontend"] += _alone(frontend_in_process, served.repo, work, max_tokens, 1)
             runs["c1"].append(served.measure(1, requests, max_tokens))
             runs["c8"].append(served.measure(8, requests * 2, max_tokens))

@@ -207,7 +207,9 @@ def test_min_tokens_blocks_inside_the_shared_greedy_argmax():
     logits = torch.tensor([[0.0, 3.0, 2.9, -1.0, 1.0]]).expand(3, -1)  # a prefill's n rows share one
     blocked = _Row(parse_sampling({"temperature": 0, "min_tokens": 2, "max_tokens": 4}))
     done = _Row(parse_sampling({"temperature": 0, "min_tokens": 1, "max_tokens": 4}), generated=[3])
-    stop_ids = _Row(parse_sampling({"temperature": 0, "min_tokens": 3, "stop_token_ids": [2], "max_tokens": 4}))
+    stop_ids = _Row(
+        parse_sampling({"temperature": 0, "min_tokens": 3, "stop_token_ids": [2], "max_tokens": 4})
+    )
     # EOS (1) and the request's stop ids stay out until min_tokens; the model's output is untouched
     assert [c.token for c in sample(logits, [blocked, done, stop_ids], [1])] == [2, 1, 4]
     assert logits[0, 1] == 3.0

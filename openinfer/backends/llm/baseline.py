@@ -110,7 +110,9 @@ def engine_baseline(
     cpu_threads: int | None = 1,
 ) -> BaselineResult:
     """Our continuous-batching engine in-process, `concurrency` requests in flight at a time."""
-    return run_like_the_server(_engine_run(Path(model_dir), prompts, max_tokens, concurrency, cpu_threads))
+    return run_like_the_server(
+        _engine_run(Path(model_dir), prompts, max_tokens, concurrency, cpu_threads)
+    )
 
 
 def run_like_the_server(coro: Any) -> Any:

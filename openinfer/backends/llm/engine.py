@@ -267,7 +267,8 @@ class GenerationEngine(EngineThread):
             self._mask = torch.cat([self._mask, torch.ones(batch, 1, dtype=torch.long)], dim=1)
             padding["attention_mask"] = self._mask
         infer_start = time.perf_counter_ns()
-        out = self._forward(input_ids, self._cache, [s.group.adapter for s in rows], position_ids=positions, **padding)
+        adapters = [s.group.adapter for s in rows]
+        out = self._forward(input_ids, self._cache, adapters, position_ids=positions, **padding)
         infer_end = time.perf_counter_ns()
         for seq in rows:
             seq.position += 1

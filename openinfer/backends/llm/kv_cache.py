@@ -46,7 +46,8 @@ def merge(
     """Append the rows of `new_cache` to `cache` (both left padded to a common length)."""
     if cache is None:
         return new_cache, new_mask
-    if mask is None and new_mask is None and cache.layers[0].keys.shape[-2] == new_cache.layers[0].keys.shape[-2]:
+    same_length = cache.layers[0].keys.shape[-2] == new_cache.layers[0].keys.shape[-2]
+    if mask is None and new_mask is None and same_length:
         for old, new in zip(cache.layers, new_cache.layers):
             old.keys = torch.cat([old.keys, new.keys], dim=0)
             old.values = torch.cat([old.values, new.values], dim=0)

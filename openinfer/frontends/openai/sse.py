@@ -55,7 +55,7 @@ class EventStream(Response):
     """ASGI response: `chunks` as `data:` events, then `[DONE]` (a Starlette `Response` only so
     that FastAPI passes it through)."""
 
-    def __init__(self, chunks: AsyncIterator[dict[str, Any]]) -> None:  # no body, no headers: not Response.__init__
+    def __init__(self, chunks: AsyncIterator[dict[str, Any]]) -> None:  # no body: not Response's
         self.chunks = chunks
         self.background = None
 
@@ -69,7 +69,8 @@ class EventStream(Response):
             except STREAM_ERRORS as exc:
                 if not isinstance(exc, OpenInferError):
                     log.exception("error while streaming")
-                await send({"type": "http.response.body", "body": event(error_payload(exc)[1]), "more_body": True})
+                body = event(error_payload(exc)[1])
+                await send({"type": "http.response.body", "body": body, "more_body": True})
             cancel_on_disconnect(scope, False)
             await send({"type": "http.response.body", "body": DONE, "more_body": False})
         except asyncio.CancelledError:
