@@ -46,13 +46,15 @@ def _parameters(value: Any, where: str) -> dict[str, Any]:
 
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
-    ):
-        raise InternalError(
-            "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
-        )
-    return tuple(value)
+    if type(value) is list:
+        for d in value:  # JSON integers are exactly int (bool is a subclass, and refused)
+            if type(d) is not int or d < 0:
+                break
+        else:
+            return tuple(value)
+    raise InternalError(
+        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
+    )
 
 
 def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
@@ -136,12 +138,14 @@ def decode_request(
         if not isinstance(rid, str):
             raise InternalError("Unable to parse 'id': attempt to access JSON non-string as string")
         request.id = rid
-    params = dict(_parameters(doc.get("parameters"), "the request"))
-    binary_default = params.pop("binary_data_output", False)
-    if not isinstance(binary_default, bool):
-        raise InvalidArgumentError("'binary_data_output' must be a boolean")
-    request.parameters = params
-    apply_reserved(request)
+    binary_default = False
+    if "parameters" in doc:
+        params = dict(_parameters(doc["parameters"], "the request"))
+        binary_default = params.pop("binary_data_output", False)
+        if not isinstance(binary_default, bool):
+            raise InvalidArgumentError("'binary_data_output' must be a boolean")
+        request.parameters = params
+        apply_reserved(request)
 
     inputs = doc.get("inputs")
     if not isinstance(inputs, list):
@@ -158,8 +162,11 @@ def decode_request(
             raise InternalError("Unable to parse 'datatype': attempt to access JSON non-string as string")
         datatypes.lookup(datatype)
         shape = _shape(item.get("shape"), name)
-        tparams = _parameters(item.get("parameters"), f"input '{name}'")
-        present = [k for k in _ONE_OF if (k in item if k == "data" else k in tparams)]
+        tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
+        if tparams:
+            present = [k for k in _ONE_OF if (k in item if k == "data" else k in tparams)]
+        else:
+            present = ["data"] if "data" in item else []
         if len(present) != 1:
             got = "But no field is set" if not present else "But set " + " ".join(f"'{p}'" for p in present)
             raise InvalidArgumentError(
@@ -186,7 +193,8 @@ def decode_request(
             if shm is None:
                 raise InvalidArgumentError("shared memory is not available")
             array = shm.read_input(name, datatype, shape, tparams, model_name)
-        tparams = {k: v for k, v in tparams.items() if k not in ("binary_data_size",)}
+        if "binary_data_size" in tparams:
+            tparams = {k: v for k, v in tparams.items() if k != "binary_data_size"}
         request.inputs.append(Tensor(name, datatype, shape, array, tparams))
     if header_length is not None and offset != len(view):
         raise InvalidArgumentError(f"unexpected additional input data for model '{model_name}'")
