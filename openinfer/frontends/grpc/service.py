@@ -114,9 +114,12 @@ class _Guard:
             )
 
     def unary(self, name: str, fn: Callable) -> Callable:
+        group = RPC_GROUPS.get(name, "")
+
         @functools.wraps(fn)
         async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-            await self.check(name, context)
+            if self.access.restriction(group) is not None:
+                await self.check(name, context)
             if request is MALFORMED:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _MALFORMED_MESSAGE)
             try:
