@@ -172,11 +172,14 @@ class ModelRepository:
         entry = self.entries.get(name)
         if entry is None or not entry.versions:
             raise NotFoundError(f"Request for unknown model: '{name}' is not found")
-        if not version:
-            ready = entry.ready_versions()
-            if not ready:
+        if not version:  # the newest READY version (a loop: this runs for every request)
+            newest = None
+            for number, record in entry.versions.items():
+                if record.state is State.READY and (newest is None or number > newest[0]):
+                    newest = (number, record)
+            if newest is None:
                 raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
-            model = entry.versions[ready[-1]].model
+            model = newest[1].model
             assert model is not None
             return model
         try:

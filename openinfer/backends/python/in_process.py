@@ -125,7 +125,7 @@ class InProcessInstance(ModelInstance):
         token = pb_utils._in_process_bls.set(functools.partial(bls_in_process, self.ctx.server))
         try:
             result = self.model.execute(pb_requests)
-            if inspect.isawaitable(result):
+            if type(result) is not list and inspect.isawaitable(result):  # async def execute
                 result = await result
         except Exception as exc:
             message = str(exc) if isinstance(exc, pb_utils.TritonModelException) else f"{type(exc).__name__}: {exc}"

@@ -31,7 +31,10 @@ async def run_batch(
         request.flags["queue_ns"] = started - request.arrival_ns
         size += max(request.batch_size, 1)
     try:
-        timing = await instance.execute(list(requests), list(senders))
+        timing = await instance.execute(
+            requests if type(requests) is list else list(requests),
+            senders if type(senders) is list else list(senders),
+        )
     except OpenInferError as exc:
         for sender in senders:
             sender.fail(exc)
