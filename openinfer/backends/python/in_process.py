@@ -97,6 +97,7 @@ class InProcessInstance(ModelInstance):
         self.ctx = ctx
         self.spec = spec
         self.model = model_class()
+        self._bls = functools.partial(bls_in_process, ctx.server)  # what pb_utils' BLS calls reach
 
     async def start(self) -> None:
         args = {
@@ -122,7 +123,7 @@ class InProcessInstance(ModelInstance):
         started = time.perf_counter_ns()
         pb_requests = [_pb_request(r) for r in requests]
         input_done = time.perf_counter_ns()
-        token = pb_utils._in_process_bls.set(functools.partial(bls_in_process, self.ctx.server))
+        token = pb_utils._in_process_bls.set(self._bls)
         try:
             result = self.model.execute(pb_requests)
             if type(result) is not list and inspect.isawaitable(result):  # async def execute
