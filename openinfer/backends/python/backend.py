@@ -33,9 +33,9 @@ from ...core.errors import (
 )
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
-from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from ...core.types import InferRequest, InferResponse, Tensor
 from . import ipc
-from .in_process import InProcessInstance, wants_in_process
+from .in_process import InProcessInstance, bls_request, wants_in_process
 from .worker import auto_complete, load_model_class
 
 log = logging.getLogger("openinfer.python")
@@ -407,20 +407,7 @@ class PythonInstance(ModelInstance):
     async def _bls(self, worker: WorkerProcess, call_id: int, payload: dict, decoupled: bool) -> None:
         """A model calls another model through the core, without a network hop."""
         server = self.ctx.server
-        request = InferRequest(
-            model_name=payload["model_name"],
-            model_version=payload["model_version"],
-            id=payload["id"],
-            inputs=[Tensor(n, d, tuple(a.shape), a) for n, d, a in payload["inputs"]],
-            outputs=[RequestedOutput(n) for n in payload["outputs"]] if payload["outputs"] else None,
-            parameters=dict(payload["parameters"]),
-            timeout_us=payload["timeout"],
-        )
-        cid = payload["correlation_id"]
-        if cid:
-            request.sequence_id = cid
-            request.sequence_start = bool(payload["flags"] & 1)
-            request.sequence_end = bool(payload["flags"] & 2)
+        request = bls_request(payload)
 
         def answer(response: InferResponse | None, final: bool) -> None:
             data = None

@@ -65,8 +65,9 @@ def _core_response(request: InferRequest, response: Any) -> InferResponse:
     return InferResponse(request.model_name, "", request.id, outputs, dict(response._parameters))
 
 
-async def bls_in_process(server: Any, payload: dict, decoupled: bool) -> list[dict]:
-    """`async_exec` of an in-process model: call the core directly, on the same loop."""
+def bls_request(payload: dict) -> InferRequest:
+    """The core request for a model's BLS call (`pb_utils.InferenceRequest`'s payload), whether
+    the calling model runs in a worker process or in the server."""
     request = InferRequest(
         model_name=payload["model_name"],
         model_version=payload["model_version"],
@@ -76,6 +77,17 @@ async def bls_in_process(server: Any, payload: dict, decoupled: bool) -> list[di
         parameters=dict(payload["parameters"]),
         timeout_us=payload["timeout"],
     )
+    cid = payload["correlation_id"]
+    if cid:
+        request.sequence_id = cid
+        request.sequence_start = bool(payload["flags"] & 1)
+        request.sequence_end = bool(payload["flags"] & 2)
+    return request
+
+
+async def bls_in_process(server: Any, payload: dict, decoupled: bool) -> list[dict]:
+    """`async_exec` of an in-process model: call the core directly, on the same loop."""
+    request = bls_request(payload)
 
     def as_payload(response: InferResponse) -> dict:
         return {"outputs": [(t.name, t.datatype, t.data) for t in response.outputs], "parameters": response.parameters}
