@@ -184,3 +184,11 @@ def test_nonfinite_outputs_are_written_as_triton_writes_them():
     assert b'"data":[NaN,Infinity,-Infinity,0.5]' in body
     finite = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (1,), data[3:])])
     assert b'"data":[0.5]' in encode_response(finite, False)[0]
+
+
+def test_nonfinite_values_in_a_large_output_are_written_too():
+    data = np.zeros(20000, dtype=np.float32)
+    data[-1] = np.nan
+    response = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (20000,), data)])
+    body, _ = encode_response(response, False)
+    assert body.endswith(b",0.0,NaN]}]}")

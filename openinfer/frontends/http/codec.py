@@ -260,12 +260,23 @@ def _dumps_nonfinite(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, default=default, separators=(",", ":")).encode()
 
 
+_SCAN_LIMIT = 64 * 1024
+
+
+def _wrote_nonfinite(header: bytes, floats: list[np.ndarray]) -> bool:
+    """Whether orjson met a NaN or Infinity (it writes them as null; the document holds no other
+    bare null): one scan of a small body, numpy over the arrays of a large one."""
+    if len(header) <= _SCAN_LIMIT:
+        return b"null" in header
+    return any(not np.isfinite(a).all() for a in floats)
+
+
 def encode_response(response: InferResponse, binary_default: bool) -> tuple[bytes, int | None]:
     """The response body and, when binary outputs follow the JSON, the JSON header's length."""
     requested = response.requested
     outputs = []
     blobs: list[bytes | memoryview] = []
-    nonfinite = False
+    floats: list[np.ndarray] = []
     for tensor in response.outputs:
         entry: dict[str, Any] = {
             "name": tensor.name,
@@ -283,9 +294,8 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
                 blobs.append(blob)
             else:
                 entry["data"] = data = _json_value(tensor.data, tensor.datatype, tensor.name)
-                nonfinite = nonfinite or (
-                    isinstance(data, np.ndarray) and data.dtype.kind == "f" and not np.isfinite(data).all()
-                )
+                if isinstance(data, np.ndarray) and data.dtype.kind == "f":
+                    floats.append(data)
         outputs.append(entry)
     doc: dict[str, Any] = {}
     if response.id:
@@ -295,8 +305,9 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
     if response.parameters:
         doc["parameters"] = response.parameters
     doc["outputs"] = outputs
-    # orjson writes NaN and Infinity as null: only outputs holding them need the slower writer.
-    header = _dumps_nonfinite(doc) if nonfinite else orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    header = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    if floats and _wrote_nonfinite(header, floats):
+        header = _dumps_nonfinite(doc)
     if not any(len(b) for b in blobs):
         return header, None
     return b"".join([header, *blobs]), len(header)
