@@ -56,7 +56,7 @@ class _WholeResponseWrites:
             self._transport.write(data)
 
     def flush(self) -> None:
-        """Send a held head whose response has no body to follow (HEAD, an empty body)."""
+        """Send a held head whose response ends without a body write (HEAD, a failed handler)."""
         head, self._head = self._head, None
         if head is not None and not self._transport.is_closing():
             self._transport.write(head)
