@@ -67,29 +67,52 @@ class ResponseSender:
 
 
 class UnarySender(ResponseSender):
-    """Exactly one response, awaited through a future."""
+    """Exactly one response. A caller that finds it already delivered (a model that answered
+    while being scheduled) takes it as is; otherwise it waits on `future`, made on demand."""
 
-    __slots__ = ("future",)
+    __slots__ = ("result", "error", "_future")
 
-    def __init__(self, request: InferRequest, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, request: InferRequest) -> None:
         super().__init__(request)
-        self.future: asyncio.Future[InferResponse] = loop.create_future()
+        self.result: InferResponse | None = None
+        self.error: Exception | None = None
+        self._future: asyncio.Future[InferResponse] | None = None
+
+    @property
+    def future(self) -> asyncio.Future[InferResponse]:
+        """A future of the response, settled already if it has arrived."""
+        future = self._future
+        if future is None:
+            future = self._future = asyncio.get_running_loop().create_future()
+            if self.error is not None:
+                future.set_exception(self.error)
+            elif self.result is not None:
+                future.set_result(self.result)
+        return future
+
+    def _settle(self, result: InferResponse | None, error: Exception | None) -> None:
+        if self.result is not None or self.error is not None:
+            return
+        self.result, self.error = result, error
+        future = self._future
+        if future is not None and not future.done():
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
 
     def _deliver(self, response: InferResponse) -> None:
-        if not self.future.done():
-            self.future.set_result(response)
+        self._settle(response, None)
 
     def _finish(self) -> None:
-        if not self.future.done():
-            self.future.set_exception(
-                InternalError(
-                    f"model '{self.request.model_name}' completed the request without a response"
-                )
+        if self.result is None and self.error is None:
+            self._settle(
+                None,
+                InternalError(f"model '{self.request.model_name}' completed the request without a response"),
             )
 
     def _fail(self, error: Exception) -> None:
-        if not self.future.done():
-            self.future.set_exception(error)
+        self._settle(None, error)
 
 
 class StreamSender(ResponseSender):

@@ -169,12 +169,14 @@ class InferenceServer:
         try:
             response, key = cached_response(cache, model, request) if cache is not None else (None, b"")
             if response is None:
-                sender = UnarySender(request, asyncio.get_running_loop())
+                sender = UnarySender(request)
                 if trace is not None:
                     trace.queued(request)
                 try:
                     await model.scheduler.schedule(request, sender)  # type: ignore[union-attr]
-                    response = await sender.future
+                    response = sender.result
+                    if response is None:
+                        response = await sender.future
                 except asyncio.CancelledError:  # the caller went away: stop the work, count it
                     _cancel(request, sender)
                     raise

@@ -8,7 +8,6 @@ never shows in the statistics. A failing sample fails the load with Triton's mes
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +97,7 @@ async def _run_once(model: LoadedModel, instance, request: InferRequest) -> None
             if response.error is not None:
                 raise response.error
         return
-    sender = UnarySender(request, asyncio.get_running_loop())
+    sender = UnarySender(request)
     await instance.execute([request], [sender])
     response = await sender.future
     if response.error is not None:

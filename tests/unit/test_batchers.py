@@ -90,7 +90,7 @@ _scheduling: set[asyncio.Task] = set()
 async def submit(scheduler, req: InferRequest) -> UnarySender:
     """Hand a request over as the core does. A scheduler may run it in the caller's task, so
     that is a task of its own here; it starts at the test's next yield, submissions in order."""
-    sender = UnarySender(req, asyncio.get_running_loop())
+    sender = UnarySender(req)
     task = asyncio.ensure_future(scheduler.schedule(req, sender))
     _scheduling.add(task)
     task.add_done_callback(_scheduling.discard)

@@ -34,15 +34,15 @@ def wants_in_process(ctx: ModelContext) -> bool:
 
 def _pb_request(request: InferRequest) -> pb_utils.InferenceRequest:
     flags = (1 if request.sequence_start else 0) | (2 if request.sequence_end else 0)
-    return pb_utils.InferenceRequest(
-        model_name=request.model_name,
-        inputs=[pb_utils.Tensor(t.name, t.data, t.datatype) for t in request.inputs],
-        requested_output_names=[o.name for o in request.outputs] if request.outputs else [],
-        correlation_id=request.sequence_id,
-        request_id=request.id,
-        flags=flags,
-        timeout=request.timeout_us,
-        parameters=request.parameters,
+    return pb_utils.InferenceRequest._of_server(
+        request.model_name,
+        [pb_utils.Tensor._of_server(t.name, t.data, t.datatype) for t in request.inputs],  # type: ignore[arg-type]
+        [o.name for o in request.outputs] if request.outputs else [],
+        request.sequence_id,
+        request.id,
+        flags,
+        request.timeout_us,
+        dict(request.parameters) if request.parameters else {},
     )
 
 
@@ -51,18 +51,19 @@ def _core_response(request: InferRequest, response: Any) -> InferResponse:
         raise InternalError(
             f"execute() must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
         )
-    error = response.error()
+    error = response._error
     if error is not None:
         from .backend import _error_from_payload  # the one code table for TritonError codes
 
         return InferResponse(request.model_name, "", request.id, error=_error_from_payload((error.code(), error.message())))
     outputs = []
-    for tensor in response.output_tensors():
+    for tensor in response._outputs:
         if not isinstance(tensor, pb_utils.Tensor):
             raise InternalError(f"output tensors must be pb_utils.Tensor, got {type(tensor).__name__}")
-        array = tensor.as_numpy()
-        outputs.append(Tensor(tensor.name(), tensor.triton_dtype(), tuple(array.shape), array))
-    return InferResponse(request.model_name, "", request.id, outputs, dict(response._parameters))
+        array = tensor._array
+        outputs.append(Tensor(tensor._name, tensor._datatype, array.shape, array))
+    parameters = response._parameters
+    return InferResponse(request.model_name, "", request.id, outputs, dict(parameters) if parameters else {})
 
 
 def bls_request(payload: dict) -> InferRequest:

@@ -122,12 +122,19 @@ class Tensor:
     """A named tensor backed by a numpy array."""
 
     def __init__(self, name: str, tensor: Any, dtype: str | None = None) -> None:
-        array = np.asarray(tensor)
+        array = tensor if type(tensor) is np.ndarray else np.asarray(tensor)
         if array.dtype.kind in ("U", "S"):
             array = datatypes.to_bytes_array(array)
         self._name = name
         self._array = array
         self._datatype = dtype or datatypes.protocol_of_array(array)
+
+    @classmethod
+    def _of_server(cls, name: str, array: np.ndarray, datatype: str) -> Tensor:
+        """An input the server hands to `execute`: already an array of the stated datatype."""
+        tensor = cls.__new__(cls)
+        tensor._name, tensor._array, tensor._datatype = name, array, datatype
+        return tensor
 
     def name(self) -> str:
         return self._name
@@ -271,6 +278,34 @@ class InferenceRequest:
         self._parameters = dict(parameters or {})
         self._sender: InferenceResponseSender | None = None
         self._key = -1
+
+    @classmethod
+    def _of_server(
+        cls,
+        model_name: str,
+        inputs: list[Tensor],
+        requested_output_names: list[str],
+        correlation_id: int | str,
+        request_id: str,
+        flags: int,
+        timeout: int,
+        parameters: dict,
+    ) -> InferenceRequest:
+        """A request the server hands to `execute`. Its parts were checked and are not shared, so
+        they are taken as they are (the same fields as `__init__` sets)."""
+        request = cls.__new__(cls)
+        request._model_name = model_name
+        request._inputs = inputs
+        request._requested = requested_output_names
+        request._model_version = -1
+        request._correlation_id = correlation_id
+        request._request_id = request_id
+        request._flags = flags
+        request._timeout = timeout
+        request._parameters = parameters
+        request._sender = None
+        request._key = -1
+        return request
 
     # -- what a model reads
     def inputs(self) -> list[Tensor]:

@@ -142,15 +142,15 @@ class Worker:
 
     # ---------------------------------------------------------------- execute
     def _request(self, payload: dict) -> pb_utils.InferenceRequest:
-        request = pb_utils.InferenceRequest(
-            model_name=payload["model_name"],
-            inputs=[pb_utils.Tensor(n, a, d) for n, d, a in payload["inputs"]],
-            requested_output_names=payload["outputs"],
-            correlation_id=payload["correlation_id"],
-            request_id=payload["id"],
-            flags=payload["flags"],
-            timeout=payload["timeout"],
-            parameters=payload["parameters"],
+        request = pb_utils.InferenceRequest._of_server(
+            payload["model_name"],
+            [pb_utils.Tensor._of_server(n, a, d) for n, d, a in payload["inputs"]],
+            list(payload["outputs"] or ()),
+            payload["correlation_id"],
+            payload["id"],
+            payload["flags"],
+            payload["timeout"],
+            dict(payload["parameters"] or {}),
         )
         request._key = payload["key"]
         return request

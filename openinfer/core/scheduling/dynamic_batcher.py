@@ -151,7 +151,7 @@ class DynamicBatcher(Scheduler):
             # scheduler does) without a round through the batch loop's task.
             instance = self.pool.try_acquire()
             if instance is not None:
-                await self._execute(instance, [Entry(request, sender)])
+                await self._execute(instance, [request], [sender])
                 return
         try:
             self.queue.push(Entry(request, sender))
@@ -189,7 +189,9 @@ class DynamicBatcher(Scheduler):
             except BaseException:
                 self.pool.release(instance)
                 raise
-            task = asyncio.create_task(self._execute(instance, entries))
+            task = asyncio.create_task(
+                self._execute(instance, [e.request for e in entries], [e.sender for e in entries])
+            )
             self._running.add(task)
             task.add_done_callback(self._running.discard)
 
@@ -210,12 +212,13 @@ class DynamicBatcher(Scheduler):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), (self.delay_ns - waited) / 1e9)
 
-    async def _execute(self, instance: ModelInstance, entries: list[Entry]) -> None:
-        senders = [e.sender for e in entries]
+    async def _execute(
+        self, instance: ModelInstance, requests: list[InferRequest], senders: list[ResponseSender]
+    ) -> None:
         if self.ordering is not None:
             senders = self.ordering.wrap(senders)
         try:
-            await run_batch(instance, [e.request for e in entries], senders, self.stats, self.model_name)
+            await run_batch(instance, requests, senders, self.stats, self.model_name)
         finally:
             self.pool.release(instance)
 

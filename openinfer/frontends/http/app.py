@@ -19,7 +19,7 @@ from ...core.errors import InvalidArgumentError, OpenInferError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from .compression import UnsupportedEncodingError, decompress
-from .protocol import CANCEL_ON_DISCONNECT, DISCONNECTED
+from .protocol import CANCEL_ON_DISCONNECT, DISCONNECTED, take_body, write_whole
 
 log = logging.getLogger("openinfer.http")
 
@@ -107,14 +107,16 @@ class HttpApp:
             if match is not None:
                 break
         else:
-            await self._send(send, error_response(404, "Not Found"))
+            await self._send(scope, send, error_response(404, "Not Found"))
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        # ASGI servers give header names lowercased.
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if route.group is not None:
             restriction = self.options.access.restriction(route.group)
             if restriction is not None and not restriction.allows(headers.get(restriction.key.lower())):
                 await self._drain(receive)
                 await self._send(
+                    scope,
                     send,
                     error_response(403, f"This API is restricted, expecting header '{restriction.key}'"),
                 )
@@ -122,10 +124,10 @@ class HttpApp:
         method = scope["method"]
         if method not in route.methods:
             await self._drain(receive)
-            await self._send(send, error_response(405, "Method Not Allowed"))
+            await self._send(scope, send, error_response(405, "Method Not Allowed"))
             return
         try:
-            body = await self._read_body(receive, headers)
+            body = await self._read_body(scope, receive, headers)
             if not route.raw_body:
                 body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
             work = route.handler(HttpRequest(method, path, headers, body, match))
@@ -152,9 +154,9 @@ class HttpApp:
         if response.stream is not None:
             await response.stream(receive, send)
             return
-        await self._send(send, response)
+        await self._send(scope, send, response)
 
-    async def _read_body(self, receive: Callable, headers: dict[str, str]) -> bytes:
+    async def _read_body(self, scope: dict, receive: Callable, headers: dict[str, str]) -> bytes:
         limit = self.options.max_input_size
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
@@ -164,6 +166,9 @@ class HttpApp:
                 f"Request {what} size of {declared} bytes exceeds the maximum allowed value of {limit} "
                 f"bytes. Use --http-max-input-size to increase the limit."
             )
+        body = take_body(scope)  # all of it here already: no `receive` round
+        if body is not None:
+            return body
         message = await receive()
         body = message.get("body", b"")
         if not message.get("more_body"):
@@ -195,7 +200,9 @@ class HttpApp:
                 return
 
     @staticmethod
-    async def _send(send: Callable, response: HttpResponse) -> None:
+    async def _send(scope: dict, send: Callable, response: HttpResponse) -> None:
+        if write_whole(scope, response.status, response.headers, response.body):
+            return
         await send(
             {
                 "type": "http.response.start",

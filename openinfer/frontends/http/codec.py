@@ -57,57 +57,68 @@ def _shape(value: Any, name: str) -> tuple[int, ...]:
     )
 
 
+#: The numpy kinds JSON values may parse to, per datatype, and the word for the error.
+_JSON_KINDS = {
+    "BOOL": ("b", "boolean"),
+    "FP32": ("iuf", "number"),
+    "FP64": ("iuf", "number"),
+}
+_INTEGER = ("iu", "integer")
+
+
+def _mismatch(name: str, shape: tuple[int, ...], count: int) -> InvalidArgumentError:
+    # Data that does not fit the declared shape or type is the client's mistake: 400, where
+    # Triton answers 500. Clients such as Flink's provider retry 5xx and look for "shape".
+    return InvalidArgumentError(
+        f"Unable to parse 'data': Shape does not match true shape of 'data' field for input "
+        f"'{name}' (shape {list(shape)} holds {count} elements)"
+    )
+
+
 def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
     dt = datatypes.lookup(datatype)
     count = datatypes.element_count(shape)
+    if datatype == "BYTES":
+        return _json_bytes(data, shape, count, name)
     if datatype in ("FP16", "BF16"):
         raise InvalidArgumentError(
             f"receiving {datatype} data via JSON is not supported. Please use the binary data format "
             f"for input {name}"
         )
-    if not isinstance(data, (list, np.ndarray)):
-        data = [data]
-    # Data that does not fit the declared shape or type is the client's mistake: 400, where
-    # Triton answers 500. Clients such as Flink's provider retry 5xx and look for "shape".
-    def mismatch() -> InvalidArgumentError:
-        return InvalidArgumentError(
-            f"Unable to parse 'data': Shape does not match true shape of 'data' field for input "
-            f"'{name}' (shape {list(shape)} holds {count} elements)"
-        )
-
     try:
-        if datatype == "BYTES":
-            flat = np.array(data, dtype=np.object_).reshape(-1)
-            if flat.size != count:
-                raise mismatch()
-            out = np.empty(flat.size, dtype=np.object_)
-            for i, item in enumerate(flat):
-                if not isinstance(item, str):
-                    raise InvalidArgumentError(f"attempt to access JSON non-string as string in input '{name}'")
-                out[i] = item.encode("utf-8")
-            array = out
+        if type(data) is np.ndarray:
+            array = data
         else:
-            array = data if isinstance(data, np.ndarray) else np.array(data)
-            kind = array.dtype.kind
-            if array.size != count:
-                raise mismatch()
-            if datatype == "UINT64" and kind in "fO":
-                array, kind = _uint64_array(data), "u"  # values past int64 make numpy pick float64
-            if array.size:
-                if datatype == "BOOL":
-                    ok, expected = kind == "b", "boolean"
-                elif datatype in ("FP32", "FP64"):
-                    ok, expected = kind in "iuf", "number"
-                else:
-                    ok, expected = kind in "iu", "integer"
-                if not ok:
-                    raise InvalidArgumentError(
-                        f"attempt to access JSON non-{expected} as {expected} in input '{name}'"
-                    )
-            array = array.astype(dt.numpy, copy=False) if array.dtype != dt.numpy else array
+            array = np.array(data if type(data) is list else [data])
+        if array.size != count:
+            raise _mismatch(name, shape, count)
+        kind = array.dtype.kind
+        if datatype == "UINT64" and kind in "fO":
+            array, kind = _uint64_array(data), "u"  # values past int64 make numpy pick float64
+        if count:
+            kinds, expected = _JSON_KINDS.get(datatype, _INTEGER)
+            if kind not in kinds:
+                raise InvalidArgumentError(f"attempt to access JSON non-{expected} as {expected} in input '{name}'")
+        if array.dtype != dt.numpy:
+            array = array.astype(dt.numpy)
+        return array.reshape(shape)
     except (ValueError, TypeError, OverflowError):
-        raise mismatch() from None
-    return array.reshape(shape)
+        raise _mismatch(name, shape, count) from None
+
+
+def _json_bytes(data: Any, shape: tuple[int, ...], count: int, name: str) -> np.ndarray:
+    try:
+        flat = np.array(data if isinstance(data, (list, np.ndarray)) else [data], dtype=np.object_).reshape(-1)
+    except (ValueError, TypeError):
+        raise _mismatch(name, shape, count) from None
+    if flat.size != count:
+        raise _mismatch(name, shape, count)
+    out = np.empty(flat.size, dtype=np.object_)
+    for i, item in enumerate(flat):
+        if not isinstance(item, str):
+            raise InvalidArgumentError(f"attempt to access JSON non-string as string in input '{name}'")
+        out[i] = item.encode("utf-8")
+    return out.reshape(shape)
 
 
 def _uint64_array(data: list) -> np.ndarray:

@@ -182,12 +182,13 @@ def install(app: HttpApp) -> None:
         await server.unload_model(name, dependents)
         return HttpResponse(200, b"")
 
+    # Infer first: routes are tried in order, and it is the one that carries the load.
+    app.add_route(_MODEL + r"/infer", "POST", "inference", infer, raw_body=True, cancellable=True)
     app.add_route(r"/v2/health/live", "GET", "health", live)
     app.add_route(r"/v2/health/ready", "GET", "health", ready)
     app.add_route(r"/v2", "GET", "metadata", server_metadata)
     app.add_route(r"/v2/models/stats", "GET", "statistics", model_stats)
     app.add_route(_MODEL + r"/ready", "GET", "health", model_ready)
-    app.add_route(_MODEL + r"/infer", "POST", "inference", infer, raw_body=True, cancellable=True)
     app.add_route(_MODEL + r"/config", "GET", "model-config", model_config)
     app.add_route(_MODEL + r"/stats", "GET", "statistics", model_stats)
     app.add_route(_MODEL, "GET", "metadata", model_metadata)
