@@ -364,6 +364,32 @@ def test_slow_loris_clients_do_not_hold_the_server(server):
     healthy_http(server.http_url)
 
 
+def test_a_served_connection_that_then_trickles_is_dropped(server):
+    """The deadline applies to every request of a keep-alive connection, not only its first."""
+    with socket.create_connection(("127.0.0.1", server.http_port)) as sock:
+        sock.settimeout(CLIENT_TIMEOUT * 10)
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(1000).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /v2/health/li")  # the next request stalls in its request line
+        assert sock.recv(100) == b"", "a stalled second request kept its connection"
+
+
+def test_connection_close_is_answered_then_closed(server):
+    """A request asking to close gets its whole answer, then the connection ends."""
+    body = _infer_body([{"name": "INPUT_INT32", "datatype": "INT32", "shape": [3], "data": [1, 2, 3]}],
+                       outputs=[{"name": "OUTPUT_INT32", "parameters": {"binary_data": False}}])
+    with socket.create_connection(("127.0.0.1", server.http_port)) as sock:
+        sock.settimeout(CLIENT_TIMEOUT * 10)
+        sock.sendall(b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    head, payload = reply.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 200") and b"connection: close" in head.lower()
+    assert json.loads(payload)["outputs"][0]["data"] == [1, 2, 3]
+
+
 def test_shared_memory_offsets_sizes_and_names(server, http):
     client = httpclient.InferenceServerClient(server.http_url)
     handle = shm.create_shared_memory_region("hardening_in", "/hardening_in", 16)
