@@ -178,6 +178,15 @@ def to_wire_bytes(array: np.ndarray, datatype: str) -> bytes | memoryview:
     return memoryview(array).cast("B") if array.size else b""
 
 
+def to_wire_copy(array: np.ndarray, datatype: str) -> bytes:
+    """The binary wire form as a bytes object of its own (what a protobuf field takes)."""
+    if datatype == "BYTES":
+        return serialize_bytes(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array.tobytes()  # row-major, whatever the array's own layout
+
+
 def from_wire_bytes(
     buffer: bytes | memoryview | bytearray,
     datatype: str,
@@ -198,6 +207,6 @@ def from_wire_bytes(
             f"Expected {expected}, got {len(buffer)}"
         )
     array = np.frombuffer(buffer, dtype=dt.numpy, count=count)
-    if count and not array.flags.aligned:
+    if count and type(buffer) is not bytes and not array.flags.aligned:  # bytes' data is aligned
         array = array.copy()  # misaligned (e.g. after an odd-length JSON header): one aligned copy
     return array.reshape(shape)

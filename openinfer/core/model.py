@@ -41,7 +41,10 @@ def _fold(specs: dict) -> dict[str, str]:
 def _matches(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     if len(dims) != len(shape):
         return False
-    return all(d == -1 or d == s for d, s in zip(dims, shape))
+    for d, s in zip(dims, shape):  # a plain loop: no generator per request
+        if d != s and d != -1:
+            return False
+    return True
 
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:
@@ -151,7 +154,7 @@ class LoadedModel:
         names: set[str] = set()
         batch_size = 1 if self.max_batch_size == 0 else -1
         for tensor in request.inputs:
-            resolved = self.resolve_input_name(tensor.name)
+            resolved = tensor.name if tensor.name in self.inputs else self.resolve_input_name(tensor.name)
             if resolved is None:
                 raise self._error(
                     request, f"unexpected inference input '{tensor.name}' for model '{self.name}'"
@@ -188,7 +191,7 @@ class LoadedModel:
             n
             for n, s in self.inputs.items()
             if not s.optional and n not in names and n not in self.injected_inputs
-        ]
+        ] if len(names) < len(self.inputs) else None  # names are the model's: all there
         if missing:
             raise self._error(
                 request,

@@ -255,9 +255,12 @@ class InferenceServer:
         self._leave(model)
 
     def _shm_writer(self, request: InferRequest):
-        if self.shm is None:
+        """What writes outputs into their regions; None when no output goes to one (pinning
+        found them all)."""
+        holds = request.flags.get("shm_outputs")
+        if self.shm is None or not holds:
             return None
-        return functools.partial(self.shm.write_output, holds=request.flags.get("shm_outputs"))
+        return functools.partial(self.shm.write_output, holds=holds)
 
     # ---------------------------------------------------------------- repository
     def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:

@@ -355,6 +355,8 @@ class SharedMemoryManager:
 
     def pin(self, request: InferRequest) -> None:
         """Hold the regions a request uses until `release` (output regions are checked here)."""
+        if not self._regions and not request.outputs:
+            return  # nothing registered to hold, and no output region to check
         holds: list[_Hold] = []
         outputs: dict[str, _Hold] = {}
         try:
@@ -381,8 +383,9 @@ class SharedMemoryManager:
 
     def release(self, request: InferRequest) -> None:
         """The request is over: let go of its regions (unregistering those that wait for it)."""
-        for hold in request.flags.pop("shm_holds", ()):
-            hold.release()
+        if "shm_holds" in request.flags:
+            for hold in request.flags.pop("shm_holds"):
+                hold.release()
 
     def write_output(
         self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None

@@ -73,18 +73,32 @@ class ModelStats:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""
         self.execution_count += 1
         self.inference_count += batch_size
+        input_ns, infer_ns, output_ns = timing.compute_input_ns, timing.compute_infer_ns, timing.compute_output_ns
         # Every request of the batch spent the batch's compute time (Triton reports it per request).
-        self.compute_input.add(timing.compute_input_ns * request_count, request_count)
-        self.compute_infer.add(timing.compute_infer_ns * request_count, request_count)
-        self.compute_output.add(timing.compute_output_ns * request_count, request_count)
+        # Sums written out rather than through Duration.add: this runs for every execution.
+        total = self.compute_input
+        total.count += request_count
+        total.ns += input_ns * request_count
+        total = self.compute_infer
+        total.count += request_count
+        total.ns += infer_ns * request_count
+        total = self.compute_output
+        total.count += request_count
+        total.ns += output_ns * request_count
         if self.observer is not None:
             self.observer.execution(request_count, timing)
         batch = self.batches.get(batch_size)
         if batch is None:
             batch = self.batches[batch_size] = BatchStats()
-        batch.compute_input.add(timing.compute_input_ns)
-        batch.compute_infer.add(timing.compute_infer_ns)
-        batch.compute_output.add(timing.compute_output_ns)
+        total = batch.compute_input
+        total.count += 1
+        total.ns += input_ns
+        total = batch.compute_infer
+        total.count += 1
+        total.ns += infer_ns
+        total = batch.compute_output
+        total.count += 1
+        total.ns += output_ns
 
     def record_request(
         self,
