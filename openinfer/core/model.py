@@ -228,8 +228,9 @@ class LoadedModel:
 
     # ---------------------------------------------------------------- in-flight
     def enter(self) -> None:
+        if self.inflight <= 0:
+            self._drained.clear()
         self.inflight += 1
-        self._drained.clear()
 
     def leave(self) -> None:
         self.inflight -= 1

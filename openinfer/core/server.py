@@ -143,8 +143,9 @@ class InferenceServer:
         return model
 
     def _enter(self, model: LoadedModel) -> None:
+        if self.inflight == 0:
+            self._idle.clear()
         self.inflight += 1
-        self._idle.clear()
         model.enter()
         model.stats.pending += 1
 

@@ -171,8 +171,8 @@ class Tensor:
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
-    for tensor in request.inputs():
-        if tensor.name() == name:
+    for tensor in request._inputs:  # every model calls this for every input: no method calls
+        if tensor._name == name:
             return tensor
     return None
 
@@ -206,11 +206,14 @@ class InferenceResponse:
         error: TritonError | None = None,
         parameters: dict | str | None = None,
     ) -> None:
-        self._outputs = list(output_tensors or [])
+        self._outputs = list(output_tensors) if output_tensors else []
         self._error = error
-        if isinstance(parameters, str):
-            parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
+        if not parameters:
+            self._parameters: dict = {}
+        elif isinstance(parameters, str):
+            self._parameters = json.loads(parameters)
+        else:
+            self._parameters = dict(parameters)
 
     def output_tensors(self) -> list[Tensor]:
         return self._outputs

@@ -34,19 +34,21 @@ class InstancePool:
         )
         self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
         self.size = len(instances)
-        self._busy: dict[int, int] = {id(i): 0 for i in instances}  # slots in use per instance
+        self._busy: dict[ModelInstance, int] = dict.fromkeys(instances, 0)  # slots in use per instance
 
     def _take(self) -> ModelInstance:
         """A free instance before a second slot of a busy one: requests spread over instances."""
-        chosen = 0
-        if self._busy.get(id(self._idle[0])):
-            for index, candidate in enumerate(self._idle):
-                if not self._busy.get(id(candidate)):
-                    chosen = index
+        idle, busy = self._idle, self._busy
+        instance = idle[0]
+        if busy.get(instance):
+            for candidate in idle:
+                if not busy.get(candidate):
+                    instance = candidate
                     break
-        instance = self._idle[chosen]
-        del self._idle[chosen]
-        self._busy[id(instance)] = self._busy.get(id(instance), 0) + 1
+            idle.remove(instance)
+        else:
+            idle.popleft()
+        busy[instance] = busy.get(instance, 0) + 1
         return instance
 
     def try_acquire(self) -> ModelInstance | None:
@@ -70,5 +72,6 @@ class InstancePool:
             if not waiter.done():
                 waiter.set_result(instance)  # stays busy: handed straight to the next request
                 return
-        self._busy[id(instance)] = max(self._busy.get(id(instance), 0) - 1, 0)
+        slots = self._busy.get(instance, 0)
+        self._busy[instance] = slots - 1 if slots > 0 else 0
         self._idle.append(instance)

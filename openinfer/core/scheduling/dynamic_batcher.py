@@ -145,13 +145,19 @@ class DynamicBatcher(Scheduler):
         if self._stopped:
             sender.fail(UnavailableError(f"model '{self.model_name}' is not accepting requests"))
             return
-        if self.delay_ns == 0 and not self.queue:
+        if self.delay_ns == 0 and not self.queue.size:
             # Nothing waits and nothing would be waited for: with a free instance the batcher
             # would send this request alone at once, so send it from here (as the direct
             # scheduler does) without a round through the batch loop's task.
             instance = self.pool.try_acquire()
             if instance is not None:
-                await self._execute(instance, [request], [sender])
+                if self.ordering is not None:
+                    await self._execute(instance, [request], [sender])
+                    return
+                try:  # what _execute does, one coroutine fewer on the path every request takes
+                    await run_batch(instance, [request], [sender], self.stats, self.model_name)
+                finally:
+                    self.pool.release(instance)
                 return
         try:
             self.queue.push(Entry(request, sender))

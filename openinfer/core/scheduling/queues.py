@@ -99,11 +99,12 @@ class PriorityQueue:
         self._default = max(default, 1)
         self._queues: list[deque[Entry]] = [deque() for _ in self._policies]
         self._delayed: deque[Entry] = deque()
-        self._size = 0
+        #: Requests waiting; read it rather than `len()` on the hot path (no Python call).
+        self.size = 0
         self._on_change = on_change
 
     def __len__(self) -> int:
-        return self._size
+        return self.size
 
     def __iter__(self) -> Iterator[Entry]:
         for queue in self._queues:
@@ -128,7 +129,7 @@ class PriorityQueue:
         entry.level = level
         entry.queued = True
         queue.append(entry)
-        self._size += 1
+        self.size += 1
         timeout_us = policy.timeout_us(entry.request)
         if timeout_us:
             loop = asyncio.get_running_loop()
@@ -147,11 +148,11 @@ class PriorityQueue:
                 taken.append(entry)
             if len(taken) == count:
                 break
-        self._size -= len(taken)
+        self.size -= len(taken)
         return taken
 
     def drain(self) -> list[Entry]:
-        return self.pop_front(self._size)
+        return self.pop_front(self.size)
 
     def _expire(self, entry: Entry, policy: QueuePolicy) -> None:
         entry.timer = None
@@ -163,7 +164,7 @@ class PriorityQueue:
             self._delayed.append(entry)
         else:
             entry.queued = False
-            self._size -= 1
+            self.size -= 1
             entry.request.flags[FAILURE_REASON] = "REJECTED"
             entry.sender.fail(
                 UnavailableError(f"{request_label(entry.request)}Request timeout expired")

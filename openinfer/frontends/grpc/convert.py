@@ -138,7 +138,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
             if shm is None:
                 raise InvalidArgumentError("shared memory is not available")
             array = shm.read_input(tensor.name, tensor.datatype, shape, tparams, model)
-        elif tensor.HasField("contents"):
+        elif not raw and tensor.HasField("contents"):  # with raw contents, none has contents
             array = _typed_contents(tensor, shape, model)
         elif raw_index < len(raw):
             array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
