@@ -101,7 +101,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
             raise InvalidArgumentError(
                 f"invalid model version specified '{version}' , version should be an integral value > 0"
             )
-    request = InferRequest(model_name=model, model_version=version, id=message.id)
+    request = InferRequest(model, version, message.id)
     if message.parameters:
         request.parameters = _request_parameters(message.parameters)
         apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
