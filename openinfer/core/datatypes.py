@@ -208,7 +208,8 @@ def from_wire_bytes(
             f"input byte size mismatch for input '{name}' for model '{model}'. "
             f"Expected {expected}, got {len(buffer)}"
         )
-    array = np.frombuffer(buffer, dtype=dt.numpy, count=count)
+    # One constructor call for the view and its shape: half of frombuffer-then-reshape.
+    array = np.ndarray(shape, dt.numpy, buffer)
     if count and type(buffer) is not bytes and not array.flags.aligned:  # bytes' data is aligned
         array = array.copy()  # misaligned (e.g. after an odd-length JSON header): one aligned copy
-    return array.reshape(shape)
+    return array
