@@ -209,6 +209,8 @@ class LoadedModel:
         request.batch_size = max(batch_size, 0)
         if request.outputs:
             for output in request.outputs:
+                if output.name in self.outputs:
+                    continue
                 resolved_output = self.resolve_output_name(output.name)
                 if resolved_output is None:
                     raise self._error(

@@ -355,8 +355,11 @@ class SharedMemoryManager:
 
     def pin(self, request: InferRequest) -> None:
         """Hold the regions a request uses until `release` (output regions are checked here)."""
-        if not self._regions and not request.outputs:
-            return  # nothing registered to hold, and no output region to check
+        if not self._regions:  # nothing to hold; an output naming a region is an error
+            for output in request.outputs or ():
+                if output.shm_region is not None:
+                    self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
+            return
         holds: list[_Hold] = []
         outputs: dict[str, _Hold] = {}
         try:

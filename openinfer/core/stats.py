@@ -44,17 +44,11 @@ class ModelStats:
     name: str
     version: str
     last_inference_ms: int = 0
-    inference_count: int = 0
-    execution_count: int = 0
     success: Duration = field(default_factory=Duration)
     fail: Duration = field(default_factory=Duration)
     queue: Duration = field(default_factory=Duration)
-    compute_input: Duration = field(default_factory=Duration)
-    compute_infer: Duration = field(default_factory=Duration)
-    compute_output: Duration = field(default_factory=Duration)
     cache_hit: Duration = field(default_factory=Duration)
     cache_miss: Duration = field(default_factory=Duration)
-    batches: dict[int, BatchStats] = field(default_factory=dict)
     pending: int = 0
     failures_by_reason: dict[str, int] = field(
         default_factory=lambda: {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
@@ -65,40 +59,82 @@ class ModelStats:
     #: Builds `observer` for each new ModelStats; set once from `--metrics-config`.
     observer_factory: ClassVar[Callable[[ModelStats], Any] | None] = None
 
+    # Execution counters. `record_execution` runs for every batch, so it only logs the batch;
+    # the sums are made when they are read (the properties below) or when the log is long.
+    _inference_count: int = 0
+    _execution_count: int = 0
+    _compute_input: Duration = field(default_factory=Duration)
+    _compute_infer: Duration = field(default_factory=Duration)
+    _compute_output: Duration = field(default_factory=Duration)
+    _batches: dict[int, BatchStats] = field(default_factory=dict)
+    _unsummed: list[tuple[int, int, ExecutionTiming]] = field(default_factory=list)
+
+    _SUM_EVERY: ClassVar[int] = 256
+
     def __post_init__(self) -> None:
         if ModelStats.observer_factory is not None:
             self.observer = ModelStats.observer_factory(self)
 
+    @property
+    def inference_count(self) -> int:
+        self._sum()
+        return self._inference_count
+
+    @property
+    def execution_count(self) -> int:
+        self._sum()
+        return self._execution_count
+
+    @property
+    def compute_input(self) -> Duration:
+        self._sum()
+        return self._compute_input
+
+    @property
+    def compute_infer(self) -> Duration:
+        self._sum()
+        return self._compute_infer
+
+    @property
+    def compute_output(self) -> Duration:
+        self._sum()
+        return self._compute_output
+
+    @property
+    def batches(self) -> dict[int, BatchStats]:
+        self._sum()
+        return self._batches
+
     def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""
-        self.execution_count += 1
-        self.inference_count += batch_size
-        input_ns, infer_ns, output_ns = timing.compute_input_ns, timing.compute_infer_ns, timing.compute_output_ns
-        # Every request of the batch spent the batch's compute time (Triton reports it per request).
-        # Sums written out rather than through Duration.add: this runs for every execution.
-        total = self.compute_input
-        total.count += request_count
-        total.ns += input_ns * request_count
-        total = self.compute_infer
-        total.count += request_count
-        total.ns += infer_ns * request_count
-        total = self.compute_output
-        total.count += request_count
-        total.ns += output_ns * request_count
+        unsummed = self._unsummed
+        unsummed.append((batch_size, request_count, timing))
         if self.observer is not None:
             self.observer.execution(request_count, timing)
-        batch = self.batches.get(batch_size)
+        if len(unsummed) >= self._SUM_EVERY:
+            self._sum()
+
+    def _sum(self) -> None:
+        """Add the logged executions into the counters."""
+        if not self._unsummed:
+            return
+        unsummed, self._unsummed = self._unsummed, []
+        for batch_size, request_count, timing in unsummed:
+            self._add_execution(batch_size, request_count, timing)
+
+    def _add_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
+        self._execution_count += 1
+        self._inference_count += batch_size
+        # Every request of the batch spent the batch's compute time (Triton reports it per request).
+        self._compute_input.add(timing.compute_input_ns * request_count, request_count)
+        self._compute_infer.add(timing.compute_infer_ns * request_count, request_count)
+        self._compute_output.add(timing.compute_output_ns * request_count, request_count)
+        batch = self._batches.get(batch_size)
         if batch is None:
-            batch = self.batches[batch_size] = BatchStats()
-        total = batch.compute_input
-        total.count += 1
-        total.ns += input_ns
-        total = batch.compute_infer
-        total.count += 1
-        total.ns += infer_ns
-        total = batch.compute_output
-        total.count += 1
-        total.ns += output_ns
+            batch = self._batches[batch_size] = BatchStats()
+        batch.compute_input.add(timing.compute_input_ns)
+        batch.compute_infer.add(timing.compute_infer_ns)
+        batch.compute_output.add(timing.compute_output_ns)
 
     def record_request(
         self,
@@ -113,9 +149,9 @@ class ModelStats:
         self.last_inference_ms = time.time_ns() // 1_000_000
         if not ok and compute is not None:
             # Triton's compute counts cover successful requests only: give back this one's share.
-            self.compute_input.add(-compute.compute_input_ns, -1)
-            self.compute_infer.add(-compute.compute_infer_ns, -1)
-            self.compute_output.add(-compute.compute_output_ns, -1)
+            self._compute_input.add(-compute.compute_input_ns, -1)
+            self._compute_infer.add(-compute.compute_infer_ns, -1)
+            self._compute_output.add(-compute.compute_output_ns, -1)
         if self.observer is not None:
             self.observer.request(ok, total_ns, queue_ns, first_response_ns or total_ns)
         if ok:
