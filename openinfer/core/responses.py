@@ -101,18 +101,6 @@ class UnarySender(ResponseSender):
             else:
                 future.set_result(result)
 
-    def send(self, response: InferResponse | None, final: bool = True) -> None:
-        # ResponseSender.send in one call: this runs once for every request.
-        if self.closed:
-            return
-        if response is not None:
-            self.responses_sent += 1
-            response.final = final
-            self._settle(response, None)
-        if final:
-            self.closed = True
-            self._finish()
-
     def _deliver(self, response: InferResponse) -> None:
         self._settle(response, None)
 
