@@ -196,10 +196,8 @@ def from_wire_bytes(
     model: str = "",
 ) -> np.ndarray:
     """A numpy view (zero-copy where alignment allows) over a tensor's binary wire form."""
-    dt = DATATYPES.get(datatype) or lookup(datatype)
-    count = 1
-    for dim in shape:
-        count *= dim
+    dt = lookup(datatype)
+    count = element_count(shape)
     if dt.size == 0:
         return deserialize_bytes(buffer, count, name=name).reshape(shape)
     expected = count * dt.size

@@ -154,7 +154,7 @@ class LoadedModel:
         names: set[str] = set()
         batch_size = 1 if self.max_batch_size == 0 else -1
         for tensor in request.inputs:
-            resolved = tensor.name if tensor.name in self.inputs else self.resolve_input_name(tensor.name)
+            resolved = self.resolve_input_name(tensor.name)
             if resolved is None:
                 raise self._error(
                     request, f"unexpected inference input '{tensor.name}' for model '{self.name}'"
@@ -209,8 +209,6 @@ class LoadedModel:
         request.batch_size = max(batch_size, 0)
         if request.outputs:
             for output in request.outputs:
-                if output.name in self.outputs:
-                    continue
                 resolved_output = self.resolve_output_name(output.name)
                 if resolved_output is None:
                     raise self._error(

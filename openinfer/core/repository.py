@@ -173,10 +173,6 @@ class ModelRepository:
         if entry is None or not entry.versions:
             raise NotFoundError(f"Request for unknown model: '{name}' is not found")
         if not version:  # the newest READY version (a loop: this runs for every request)
-            if len(entry.versions) == 1:
-                [record] = entry.versions.values()
-                if record.state is State.READY and record.model is not None:
-                    return record.model
             newest = None
             for number, record in entry.versions.items():
                 if record.state is State.READY and (newest is None or number > newest[0]):

@@ -355,11 +355,6 @@ class SharedMemoryManager:
 
     def pin(self, request: InferRequest) -> None:
         """Hold the regions a request uses until `release` (output regions are checked here)."""
-        if not self._regions:  # nothing to hold; an output naming a region is an error
-            for output in request.outputs or ():
-                if output.shm_region is not None:
-                    self._lookup(output.shm_region, output.shm_offset, output.shm_byte_size)
-            return
         holds: list[_Hold] = []
         outputs: dict[str, _Hold] = {}
         try:
@@ -386,9 +381,8 @@ class SharedMemoryManager:
 
     def release(self, request: InferRequest) -> None:
         """The request is over: let go of its regions (unregistering those that wait for it)."""
-        if "shm_holds" in request.flags:
-            for hold in request.flags.pop("shm_holds"):
-                hold.release()
+        for hold in request.flags.pop("shm_holds", ()):
+            hold.release()
 
     def write_output(
         self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None

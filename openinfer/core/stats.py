@@ -37,6 +37,20 @@ class ExecutionTiming:
     compute_output_ns: int = 0
 
 
+class _Summed:
+    """A `ModelStats` counter (stored under `_<name>`) read after the logged executions are
+    summed into it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.stored = "_" + name
+
+    def __get__(self, stats: Any, owner: type | None = None) -> Any:
+        if stats is None:
+            return self
+        stats._sum()
+        return getattr(stats, self.stored)
+
+
 @dataclass
 class ModelStats:
     """Counters for one (model, version), updated on the event loop only."""
@@ -60,7 +74,7 @@ class ModelStats:
     observer_factory: ClassVar[Callable[[ModelStats], Any] | None] = None
 
     # Execution counters. `record_execution` runs for every batch, so it only logs the batch;
-    # the sums are made when they are read (the properties below) or when the log is long.
+    # the sums are made when they are read (the `_Summed` attributes below) or when the log is long.
     _inference_count: int = 0
     _execution_count: int = 0
     _compute_input: Duration = field(default_factory=Duration)
@@ -75,35 +89,12 @@ class ModelStats:
         if ModelStats.observer_factory is not None:
             self.observer = ModelStats.observer_factory(self)
 
-    @property
-    def inference_count(self) -> int:
-        self._sum()
-        return self._inference_count
-
-    @property
-    def execution_count(self) -> int:
-        self._sum()
-        return self._execution_count
-
-    @property
-    def compute_input(self) -> Duration:
-        self._sum()
-        return self._compute_input
-
-    @property
-    def compute_infer(self) -> Duration:
-        self._sum()
-        return self._compute_infer
-
-    @property
-    def compute_output(self) -> Duration:
-        self._sum()
-        return self._compute_output
-
-    @property
-    def batches(self) -> dict[int, BatchStats]:
-        self._sum()
-        return self._batches
+    inference_count: ClassVar[_Summed] = _Summed()
+    execution_count: ClassVar[_Summed] = _Summed()
+    compute_input: ClassVar[_Summed] = _Summed()
+    compute_infer: ClassVar[_Summed] = _Summed()
+    compute_output: ClassVar[_Summed] = _Summed()
+    batches: ClassVar[_Summed] = _Summed()
 
     def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""

@@ -268,23 +268,22 @@ class InferenceRequest:
         parameters: dict | str | None = None,
         **_: Any,
     ) -> None:
-        self._model_name = model_name
-        self._inputs = list(inputs or [])
-        self._requested = list(requested_output_names or [])
-        self._model_version = model_version
-        self._correlation_id = correlation_id
-        self._request_id = request_id
-        self._flags = flags
-        self._timeout = timeout
         if isinstance(parameters, str):
             parameters = json.loads(parameters) if parameters else {}
-        self._parameters = dict(parameters or {})
-        self._sender: InferenceResponseSender | None = None
-        self._key = -1
+        self._set(
+            model_name,
+            list(inputs or []),
+            list(requested_output_names or []),
+            correlation_id,
+            request_id,
+            flags,
+            timeout,
+            dict(parameters or {}),
+            model_version,
+        )
 
-    @classmethod
-    def _of_server(
-        cls,
+    def _set(
+        self,
         model_name: str,
         inputs: list[Tensor],
         requested_output_names: list[str],
@@ -293,21 +292,26 @@ class InferenceRequest:
         flags: int,
         timeout: int,
         parameters: dict,
-    ) -> InferenceRequest:
-        """A request the server hands to `execute`. Its parts were checked and are not shared, so
-        they are taken as they are (the same fields as `__init__` sets)."""
+        model_version: int = -1,
+    ) -> None:
+        self._model_name = model_name
+        self._inputs = inputs
+        self._requested = requested_output_names
+        self._model_version = model_version
+        self._correlation_id = correlation_id
+        self._request_id = request_id
+        self._flags = flags
+        self._timeout = timeout
+        self._parameters = parameters
+        self._sender: InferenceResponseSender | None = None
+        self._key = -1
+
+    @classmethod
+    def _of_server(cls, *parts: Any) -> InferenceRequest:
+        """A request the server hands to `execute` (`_set`'s arguments). Its parts were checked
+        and are not shared, so they are taken as they are, without `__init__`'s copies."""
         request = cls.__new__(cls)
-        request._model_name = model_name
-        request._inputs = inputs
-        request._requested = requested_output_names
-        request._model_version = -1
-        request._correlation_id = correlation_id
-        request._request_id = request_id
-        request._flags = flags
-        request._timeout = timeout
-        request._parameters = parameters
-        request._sender = None
-        request._key = -1
+        request._set(*parts)
         return request
 
     # -- what a model reads

@@ -72,6 +72,5 @@ class InstancePool:
             if not waiter.done():
                 waiter.set_result(instance)  # stays busy: handed straight to the next request
                 return
-        slots = self._busy.get(instance, 0)
-        self._busy[instance] = slots - 1 if slots > 0 else 0
+        self._busy[instance] = max(self._busy.get(instance, 0) - 1, 0)
         self._idle.append(instance)

@@ -151,13 +151,7 @@ class DynamicBatcher(Scheduler):
             # scheduler does) without a round through the batch loop's task.
             instance = self.pool.try_acquire()
             if instance is not None:
-                if self.ordering is not None:
-                    await self._execute(instance, [request], [sender])
-                    return
-                try:  # what _execute does, one coroutine fewer on the path every request takes
-                    await run_batch(instance, [request], [sender], self.stats, self.model_name)
-                finally:
-                    self.pool.release(instance)
+                await self._execute(instance, [request], [sender])
                 return
         try:
             self.queue.push(Entry(request, sender))

@@ -70,9 +70,13 @@ def take_body(scope: dict) -> bytes | None:
     """The request's whole body when all of it has arrived (what ASGI `receive` would return,
     without the message); None when the app must `receive` it."""
     cycle = scope.get(CYCLE)
-    if cycle is None or cycle.more_body or cycle.waiting_for_100_continue or cycle.disconnected:
-        return None
-    if cycle.response_complete:
+    if (
+        cycle is None
+        or cycle.more_body
+        or cycle.waiting_for_100_continue
+        or cycle.disconnected
+        or cycle.response_complete
+    ):
         return None
     body = bytes(cycle.body)
     cycle.body = bytearray()
