@@ -5,7 +5,6 @@ Request validation lives here so every frontend gets the same checks and Triton'
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from . import datatypes
 from .backend import Backend, ModelContext, ModelInstance
 from .config import protocol_dims
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError
+from .inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
 from .stats import ModelStats
 from .types import InferRequest, ModelMetadata, TensorMetadata
@@ -74,9 +74,8 @@ class LoadedModel:
         self._outputs_folded: dict[str, str] = {}
         self._required_inputs = 0
         self.injected_inputs: frozenset[str] = frozenset()
-        self.inflight = 0
-        self._drained = asyncio.Event()
-        self._drained.set()
+        #: Requests admitted and not yet concluded (Triton's pending request count).
+        self.inflight = InFlight()
         self.refresh_specs()
 
     def refresh_specs(self) -> None:
@@ -153,8 +152,9 @@ class LoadedModel:
         """Triton's request checks; sets `request.batch_size`. Raises INVALID_ARG."""
         names: set[str] = set()
         batch_size = 1 if self.max_batch_size == 0 else -1
+        inputs = self.inputs
         for tensor in request.inputs:
-            resolved = self.resolve_input_name(tensor.name)
+            resolved = tensor.name if tensor.name in inputs else self.resolve_input_name(tensor.name)
             if resolved is None:
                 raise self._error(
                     request, f"unexpected inference input '{tensor.name}' for model '{self.name}'"
@@ -163,7 +163,7 @@ class LoadedModel:
             if resolved in names:
                 raise self._error(request, f"input '{resolved}' already exists in request")
             names.add(resolved)
-            spec = self.inputs[resolved]
+            spec = inputs[resolved]
             if tensor.datatype != spec.datatype:
                 raise self._error(
                     request,
@@ -208,7 +208,10 @@ class LoadedModel:
                 )
         request.batch_size = max(batch_size, 0)
         if request.outputs:
+            outputs = self.outputs
             for output in request.outputs:
+                if output.name in outputs:
+                    continue
                 resolved_output = self.resolve_output_name(output.name)
                 if resolved_output is None:
                     raise self._error(
@@ -227,24 +230,9 @@ class LoadedModel:
         )
 
     # ---------------------------------------------------------------- in-flight
-    def enter(self) -> None:
-        if self.inflight <= 0:
-            self._drained.clear()
-        self.inflight += 1
-
-    def leave(self) -> None:
-        self.inflight -= 1
-        if self.inflight <= 0:
-            self.inflight = 0
-            self._drained.set()
-
     async def drain(self, timeout: float | None = None) -> bool:
         """Wait for in-flight requests to finish; False if the timeout ran out first."""
-        try:
-            await asyncio.wait_for(self._drained.wait(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+        return await self.inflight.drained(timeout)
 
     async def stop(self) -> None:
         if self.scheduler is not None:

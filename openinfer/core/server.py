@@ -20,6 +20,7 @@ from .._proto import model_config_pb2 as mc
 from .backend import Backend
 from .cache import ResponseCache, cached_response, remember
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
+from .inflight import InFlight
 from .logsettings import LogSettings
 from .model import LoadedModel
 from .outputs import finish_outputs
@@ -72,9 +73,7 @@ class InferenceServer:
         )
         self.started = False
         self.exiting = False
-        self.inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self.inflight = InFlight()
         #: Optional services plugged in by the composition root (shared memory, trace, ...).
         self.shm = None
         #: Trace settings and sampling (off until configured); log settings (`/v2/logging`).
@@ -91,10 +90,10 @@ class InferenceServer:
     async def stop(self) -> None:
         """Refuse new work, let in-flight requests finish (bounded), then unload everything."""
         self.exiting = True
-        try:
-            await asyncio.wait_for(self._idle.wait(), self.options.exit_timeout_secs)
-        except asyncio.TimeoutError:
-            log.warning("%d request(s) still in flight after %.0fs", self.inflight, self.options.exit_timeout_secs)
+        if not await self.inflight.drained(self.options.exit_timeout_secs):
+            log.warning(
+                "%d request(s) still in flight after %.0fs", self.inflight.count, self.options.exit_timeout_secs
+            )
         await self.repository.stop()
         self.trace.close()
         if self.shm is not None:
@@ -143,17 +142,8 @@ class InferenceServer:
         return model
 
     def _enter(self, model: LoadedModel) -> None:
-        if self.inflight == 0:
-            self._idle.clear()
-        self.inflight += 1
-        model.enter()
-        model.stats.pending += 1
-
-    def _leave(self, model: LoadedModel) -> None:
-        self.inflight -= 1
-        if self.inflight == 0:
-            self._idle.set()
-        model.leave()
+        self.inflight.count += 1
+        model.inflight.count += 1
 
     async def infer(self, request: InferRequest, *, decoupled_error: str | None = None) -> InferResponse:
         """One request, one response. `decoupled_error` is the frontend's refusal for decoupled models."""
@@ -244,16 +234,16 @@ class InferenceServer:
             trace.finish()  # type: ignore[attr-defined]
         if self.shm is not None:
             self.shm.release(request)
-        model.stats.pending -= 1
         model.stats.record_request(
             ok,
             time.perf_counter_ns() - request.arrival_ns,
-            request.flags.get("queue_ns", 0),
+            request.queue_ns,
             request.flags.get("failure_reason", "BACKEND"),
             first_ns,
-            request.flags.get("compute"),
+            request.compute,
         )
-        self._leave(model)
+        self.inflight.leave()
+        model.inflight.leave()
 
     def _shm_writer(self, request: InferRequest):
         """What writes outputs into their regions; None when no output goes to one (pinning

@@ -37,20 +37,6 @@ class ExecutionTiming:
     compute_output_ns: int = 0
 
 
-class _Summed:
-    """A `ModelStats` counter (stored under `_<name>`) read after the logged executions are
-    summed into it."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.stored = "_" + name
-
-    def __get__(self, stats: Any, owner: type | None = None) -> Any:
-        if stats is None:
-            return self
-        stats._sum()
-        return getattr(stats, self.stored)
-
-
 @dataclass
 class ModelStats:
     """Counters for one (model, version), updated on the event loop only."""
@@ -63,7 +49,6 @@ class ModelStats:
     queue: Duration = field(default_factory=Duration)
     cache_hit: Duration = field(default_factory=Duration)
     cache_miss: Duration = field(default_factory=Duration)
-    pending: int = 0
     failures_by_reason: dict[str, int] = field(
         default_factory=lambda: {"REJECTED": 0, "CANCELED": 0, "BACKEND": 0, "OTHER": 0}
     )
@@ -73,59 +58,70 @@ class ModelStats:
     #: Builds `observer` for each new ModelStats; set once from `--metrics-config`.
     observer_factory: ClassVar[Callable[[ModelStats], Any] | None] = None
 
-    # Execution counters. `record_execution` runs for every batch, so it only logs the batch;
-    # the sums are made when they are read (the `_Summed` attributes below) or when the log is long.
-    _inference_count: int = 0
-    _execution_count: int = 0
-    _compute_input: Duration = field(default_factory=Duration)
-    _compute_infer: Duration = field(default_factory=Duration)
-    _compute_output: Duration = field(default_factory=Duration)
-    _batches: dict[int, BatchStats] = field(default_factory=dict)
-    _unsummed: list[tuple[int, int, ExecutionTiming]] = field(default_factory=list)
-
-    _SUM_EVERY: ClassVar[int] = 256
+    # Execution counters. `record_execution` runs for every batch, so it only bumps one row of
+    # `_executions` per (batch size, request count): [executions, input ns, infer ns, output ns].
+    # The statistics' sums are derived from those rows when they are read (the properties below).
+    _executions: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    #: What failed requests gave back of their batch's compute time (counts and ns, negative).
+    _compute_given_back: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
     def __post_init__(self) -> None:
         if ModelStats.observer_factory is not None:
             self.observer = ModelStats.observer_factory(self)
 
-    inference_count: ClassVar[_Summed] = _Summed()
-    execution_count: ClassVar[_Summed] = _Summed()
-    compute_input: ClassVar[_Summed] = _Summed()
-    compute_infer: ClassVar[_Summed] = _Summed()
-    compute_output: ClassVar[_Summed] = _Summed()
-    batches: ClassVar[_Summed] = _Summed()
-
     def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""
-        unsummed = self._unsummed
-        unsummed.append((batch_size, request_count, timing))
+        row = self._executions.get((batch_size, request_count))
+        if row is None:
+            row = self._executions[(batch_size, request_count)] = [0, 0, 0, 0]
+        row[0] += 1
+        row[1] += timing.compute_input_ns
+        row[2] += timing.compute_infer_ns
+        row[3] += timing.compute_output_ns
         if self.observer is not None:
             self.observer.execution(request_count, timing)
-        if len(unsummed) >= self._SUM_EVERY:
-            self._sum()
 
-    def _sum(self) -> None:
-        """Add the logged executions into the counters."""
-        if not self._unsummed:
-            return
-        unsummed, self._unsummed = self._unsummed, []
-        for batch_size, request_count, timing in unsummed:
-            self._add_execution(batch_size, request_count, timing)
+    @property
+    def execution_count(self) -> int:
+        return sum(row[0] for row in self._executions.values())
 
-    def _add_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
-        self._execution_count += 1
-        self._inference_count += batch_size
-        # Every request of the batch spent the batch's compute time (Triton reports it per request).
-        self._compute_input.add(timing.compute_input_ns * request_count, request_count)
-        self._compute_infer.add(timing.compute_infer_ns * request_count, request_count)
-        self._compute_output.add(timing.compute_output_ns * request_count, request_count)
-        batch = self._batches.get(batch_size)
-        if batch is None:
-            batch = self._batches[batch_size] = BatchStats()
-        batch.compute_input.add(timing.compute_input_ns)
-        batch.compute_infer.add(timing.compute_infer_ns)
-        batch.compute_output.add(timing.compute_output_ns)
+    @property
+    def inference_count(self) -> int:
+        return sum(row[0] * batch_size for (batch_size, _), row in self._executions.items())
+
+    def _compute(self, column: int) -> Duration:
+        """Per-request compute time: every request of a batch spent the batch's time (Triton
+        reports it per request), less what failed requests gave back."""
+        given_back = self._compute_given_back
+        total = Duration(given_back[0], given_back[column])
+        for (_, request_count), row in self._executions.items():
+            total.add(row[column] * request_count, row[0] * request_count)
+        return total
+
+    @property
+    def compute_input(self) -> Duration:
+        return self._compute(1)
+
+    @property
+    def compute_infer(self) -> Duration:
+        return self._compute(2)
+
+    @property
+    def compute_output(self) -> Duration:
+        return self._compute(3)
+
+    @property
+    def batches(self) -> dict[int, BatchStats]:
+        """Compute time per execution, by batch size."""
+        batches: dict[int, BatchStats] = {}
+        for (batch_size, _), row in self._executions.items():
+            batch = batches.get(batch_size)
+            if batch is None:
+                batch = batches[batch_size] = BatchStats()
+            batch.compute_input.add(row[1], row[0])
+            batch.compute_infer.add(row[2], row[0])
+            batch.compute_output.add(row[3], row[0])
+        return batches
 
     def record_request(
         self,
@@ -140,9 +136,11 @@ class ModelStats:
         self.last_inference_ms = time.time_ns() // 1_000_000
         if not ok and compute is not None:
             # Triton's compute counts cover successful requests only: give back this one's share.
-            self._compute_input.add(-compute.compute_input_ns, -1)
-            self._compute_infer.add(-compute.compute_infer_ns, -1)
-            self._compute_output.add(-compute.compute_output_ns, -1)
+            given_back = self._compute_given_back
+            given_back[0] -= 1
+            given_back[1] -= compute.compute_input_ns
+            given_back[2] -= compute.compute_infer_ns
+            given_back[3] -= compute.compute_output_ns
         if self.observer is not None:
             self.observer.request(ok, total_ns, queue_ns, first_response_ns or total_ns)
         if ok:
@@ -192,7 +190,7 @@ def record_compute(requests: Any, start_ns: int, timing: ExecutionTiming) -> Non
     statistics of failed requests) and sampled requests get their trace's compute timestamps."""
     end_ns = 0
     for request in requests:
-        request.flags["compute"] = timing
+        request.compute = timing
         if request.trace is not None:
             end_ns = end_ns or time.perf_counter_ns()
             request.trace.compute(start_ns, timing, end_ns)

@@ -54,6 +54,8 @@ class InferRequest:
     # Filled by the core.
     batch_size: int = 1
     arrival_ns: int = 0
+    queue_ns: int = 0  # arrival to the start of its execution
+    compute: Any = None  # the `ExecutionTiming` of the execution that ran it
     flags: dict[str, Any] = field(default_factory=dict)
     #: The request's `core.trace.Trace` when tracing sampled it; None otherwise (one check to skip).
     trace: Any = None

@@ -270,7 +270,7 @@ class TritonCollector:
                 )
             count.samples.append(Sample("nv_inference_count", labels, s.inference_count))
             execs.samples.append(Sample("nv_inference_exec_count", labels, s.execution_count))
-            pending.samples.append(Sample("nv_inference_pending_request_count", labels, s.pending))
+            pending.samples.append(Sample("nv_inference_pending_request_count", labels, model.inflight.count))
             load.samples.append(Sample("nv_model_load_duration_secs", labels, s.load_duration_s))
             if self.config.counter_latencies:
                 for (name, _), duration in zip(

@@ -1,4 +1,5 @@
-"""Execution statistics are logged per batch and summed when read: the sums must not care when."""
+"""Execution statistics are kept per (batch size, request count) and summed when read: the sums
+must not care when."""
 
 from __future__ import annotations
 
@@ -8,21 +9,21 @@ from openinfer.core.stats import ExecutionTiming, ModelStats
 def test_sums_are_exact_however_reads_interleave():
     stats = ModelStats("m", "1")
     timing = ExecutionTiming(10, 200, 3)
-    for i in range(300):  # past the point where the log is summed on its own
+    for i in range(300):
         stats.record_execution(2, 2, timing)
         if i == 100:
-            assert stats.execution_count == 101  # a read in the middle sums what is logged
+            assert stats.execution_count == 101  # a read in the middle sees every execution so far
     assert stats.execution_count == 300
     assert stats.inference_count == 600
     assert (stats.compute_infer.count, stats.compute_infer.ns) == (600, 300 * 2 * 200)
     assert stats.batches[2].compute_input.as_dict() == {"count": 300, "ns": 3000}
 
 
-def test_a_failed_request_gives_back_its_compute_before_or_after_the_sum():
+def test_a_failed_request_gives_back_its_compute_share():
     stats = ModelStats("m", "1")
     timing = ExecutionTiming(10, 200, 3)
     stats.record_execution(1, 1, timing)
-    stats.record_request(False, 1000, 0, compute=timing)  # its execution not yet summed
+    stats.record_request(False, 1000, 0, compute=timing)
     stats.record_execution(1, 1, timing)
     stats.record_request(True, 1000, 5, compute=timing)
     entry = stats.as_dict()

@@ -157,7 +157,7 @@ def test_schedulers_hook_records_timing_and_stamps():
     timing = ExecutionTiming(1, 2, 3)
     plain = _request()
     record_compute([plain], 10, timing)
-    assert plain.flags["compute"] is timing and plain.trace is None
+    assert plain.compute is timing and plain.trace is None
     manager = trace.TraceManager(level=trace.TIMESTAMPS, rate=1, file="/dev/null")
     traced = _request()
     manager.sample(traced, MODEL)

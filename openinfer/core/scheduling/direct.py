@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
-from ..errors import InternalError, OpenInferError
 from ..responses import ResponseSender
-from ..stats import ModelStats, record_compute
+from ..stats import ModelStats
 from ..types import InferRequest
 from .base import InstancePool, Scheduler
+from .execute import run_batch
 
 
 class DirectScheduler(Scheduler):
@@ -19,19 +17,4 @@ class DirectScheduler(Scheduler):
 
     async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
         instance = self.pool.try_acquire() or await self.pool.acquire()
-        started = time.perf_counter_ns()
-        request.flags["queue_ns"] = started - request.arrival_ns
-        try:
-            timing = await instance.execute([request], [sender])
-        except OpenInferError as exc:
-            sender.fail(exc)
-            return
-        except Exception as exc:  # a backend bug must not escape as a bare exception
-            sender.fail(InternalError(f"model '{self.model_name}' failed: {exc}"))
-            return
-        finally:
-            self.pool.release(instance)
-        if timing is None:  # the backend records its own executions (LLM engines batch inside)
-            return
-        self.stats.record_execution(request.batch_size, 1, timing)
-        record_compute((request,), started, timing)
+        await run_batch(instance, [request], [sender], self.stats, self.model_name, self.pool.release)

@@ -23,7 +23,9 @@ import bisect
 import contextlib
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
@@ -212,15 +214,13 @@ class DynamicBatcher(Scheduler):
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), (self.delay_ns - waited) / 1e9)
 
-    async def _execute(
+    def _execute(
         self, instance: ModelInstance, requests: list[InferRequest], senders: list[ResponseSender]
-    ) -> None:
+    ) -> Coroutine[Any, Any, bool]:
+        """The batch's run (to await or to make a task of), giving the instance back at its end."""
         if self.ordering is not None:
             senders = self.ordering.wrap(senders)
-        try:
-            await run_batch(instance, requests, senders, self.stats, self.model_name)
-        finally:
-            self.pool.release(instance)
+        return run_batch(instance, requests, senders, self.stats, self.model_name, self.pool.release)
 
     # ---------------------------------------------------------------- shutdown
     async def stop(self) -> None:

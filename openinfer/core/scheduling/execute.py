@@ -8,7 +8,7 @@ N answered), and the statistics count one execution per batch.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from ..backend import ModelInstance
 from ..errors import InternalError, OpenInferError
@@ -19,22 +19,21 @@ from ..types import InferRequest
 
 async def run_batch(
     instance: ModelInstance,
-    requests: Sequence[InferRequest],
-    senders: Sequence[ResponseSender],
+    requests: list[InferRequest],
+    senders: list[ResponseSender],
     stats: ModelStats,
     model_name: str,
+    release: Callable[[ModelInstance], None] | None = None,
 ) -> bool:
-    """Execute `requests` as one batch; False (and every sender failed) if `execute` raised."""
+    """Execute `requests` as one batch; False (and every sender failed) if `execute` raised.
+    `release` gets the instance back once `execute` returns, however it ends."""
     started = time.perf_counter_ns()
     size = 0
     for request in requests:
-        request.flags["queue_ns"] = started - request.arrival_ns
+        request.queue_ns = started - request.arrival_ns
         size += max(request.batch_size, 1)
     try:
-        timing = await instance.execute(
-            requests if type(requests) is list else list(requests),
-            senders if type(senders) is list else list(senders),
-        )
+        timing = await instance.execute(requests, senders)
     except OpenInferError as exc:
         for sender in senders:
             sender.fail(exc)
@@ -44,6 +43,9 @@ async def run_batch(
         for sender in senders:
             sender.fail(error)
         return False
+    finally:
+        if release is not None:
+            release(instance)
     if timing is not None:  # None: the backend records its own executions
         stats.record_execution(size, len(requests), timing)
         record_compute(requests, started, timing)  # per-request timing for statistics and traces
