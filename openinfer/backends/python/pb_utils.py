@@ -121,6 +121,8 @@ class TritonModelException(Exception):
 class Tensor:
     """A named tensor backed by a numpy array."""
 
+    __slots__ = ("_array", "_datatype", "_name")
+
     def __init__(self, name: str, tensor: Any, dtype: str | None = None) -> None:
         array = tensor if type(tensor) is np.ndarray else np.asarray(tensor)
         if array.dtype.kind in ("U", "S"):
@@ -200,6 +202,8 @@ def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
 
 # ----------------------------------------------------------------------------- responses
 class InferenceResponse:
+    __slots__ = ("_error", "_outputs", "_parameters")
+
     def __init__(
         self,
         output_tensors: list[Tensor] | None = None,
@@ -231,6 +235,8 @@ class InferenceResponse:
 class InferenceResponseSender:
     """Sends the responses of one request of a decoupled model, from any thread."""
 
+    __slots__ = ("_closed", "_key")
+
     def __init__(self, key: int) -> None:
         self._key = key
         self._closed = False
@@ -252,6 +258,12 @@ class InferenceResponseSender:
 # ----------------------------------------------------------------------------- requests
 class InferenceRequest:
     """A request given to `execute`, or one a model builds to call another model (BLS)."""
+
+    # Slots, as Triton's own (C++-backed) objects take no attributes beyond their own.
+    __slots__ = (
+        "_correlation_id", "_flags", "_inputs", "_key", "_model_name", "_model_version",
+        "_parameters", "_request_id", "_requested", "_sender", "_timeout",
+    )
 
     def __init__(
         self,

@@ -117,14 +117,15 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
                     f"'{tensor.name}' for model '{model}'"
                 )
     raw_index = 0
+    tensors = []
     for tensor in inputs:
         name, datatype = tensor.name, tensor.datatype
-        datatypes.lookup(datatype)
         shape = tuple(tensor.shape[:])
         if shape and min(shape) < 0:
             raise InvalidArgumentError(f"unexpected negative dimension in shape of input '{name}'")
         tparams = {k: param_value(v) for k, v in tensor.parameters.items()} if tensor.parameters else {}
         if "shared_memory_region" in tparams:
+            datatypes.lookup(datatype)
             if tensor.HasField("contents"):
                 raise InvalidArgumentError(
                     f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
@@ -138,16 +139,18 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
             if shm is None:
                 raise InvalidArgumentError("shared memory is not available")
             array = shm.read_input(tensor.name, tensor.datatype, shape, tparams, model)
-        elif not raw and tensor.HasField("contents"):  # with raw contents, none has contents
-            array = _typed_contents(tensor, shape, model)
-        elif raw_index < len(raw):
+        elif raw_index < len(raw):  # (with raw contents, no input has typed contents: checked above)
             array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
             raw_index += 1
         else:
-            raise InvalidArgumentError(
-                f"unable to find data for input tensor '{name}' for model '{model}' in request."
-            )
-        request.inputs.append(Tensor(name, datatype, shape, array, tparams))
+            datatypes.lookup(datatype)  # an unknown datatype is named before what its data lacks
+            if not tensor.HasField("contents"):
+                raise InvalidArgumentError(
+                    f"unable to find data for input tensor '{name}' for model '{model}' in request."
+                )
+            array = _typed_contents(tensor, shape, model)
+        tensors.append(Tensor(name, datatype, shape, array, tparams))
+    request.inputs = tensors
     if raw_index < len(raw):  # data the client sent for an input that does not exist
         raise InvalidArgumentError(f"unexpected additional input data for model '{model}'")
     outputs = message.outputs[:]
@@ -181,15 +184,23 @@ def _requested_output(output: pb.ModelInferRequest.InferRequestedOutputTensor) -
 
 
 def to_response(response: InferResponse) -> pb.ModelInferResponse:
-    message = pb.ModelInferResponse(
-        model_name=response.model_name, model_version=response.model_version, id=response.id
-    )
-    for key, value in response.parameters.items():
-        set_param(message.parameters[key], value)
-    raw = message.raw_output_contents
+    # Fields are assigned one by one: upb's keyword constructors parse their arguments slower.
+    message = pb.ModelInferResponse()
+    message.model_name = response.model_name
+    message.model_version = response.model_version
+    if response.id:
+        message.id = response.id
+    if response.parameters:
+        for key, value in response.parameters.items():
+            set_param(message.parameters[key], value)
+    add, raw = message.outputs.add, message.raw_output_contents
     for tensor in response.outputs:
-        out = message.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
-        for key, value in tensor.parameters.items():
-            set_param(out.parameters[key], value)
+        out = add()
+        out.name = tensor.name
+        out.datatype = tensor.datatype
+        out.shape[:] = tensor.shape
+        if tensor.parameters:
+            for key, value in tensor.parameters.items():
+                set_param(out.parameters[key], value)
         raw.append(b"" if tensor.data is None else datatypes.to_wire_copy(tensor.data, tensor.datatype))
     return message
