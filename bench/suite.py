@@ -106,7 +106,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="check values of one large response in N (status always checked)")
     p.add_argument("--order", choices=["interleaved", "server"], default="interleaved",
                    help="interleaved: all servers up, each point measured on each in turn")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=int, default=2,
                    help="measure the whole grid this many times and keep each cell's best")
     p.add_argument("--tune-malloc", action="store_true",
                    help="raise glibc's mmap/trim thresholds for every server, not only the "
