@@ -21,13 +21,14 @@ class ValidationError(ValueError):
 
 @dataclass
 class Received:
-    """One output as it came back: raw bytes (binary, gRPC, shared memory) or a JSON list."""
+    """One output as it came back: raw bytes (binary, gRPC, shared memory), or its JSON `data`
+    (a list, or a flat numpy array when a large body was parsed straight into numpy)."""
 
     name: str
     datatype: str
     shape: list[int]
     raw: bytes | memoryview | None = None
-    data: list[Any] | None = None
+    data: list[Any] | np.ndarray | None = None
 
 
 def nbytes(rec: Received) -> int:
@@ -72,7 +73,10 @@ def check(
         n = _count(got.shape)
         if got.datatype != "BYTES":
             size = np.dtype(NUMPY[got.datatype]).itemsize
-            have = len(got.raw) // size if got.raw is not None else len(got.data or [])
+            if got.raw is not None:
+                have = len(got.raw) // size
+            else:
+                have = len(got.data) if got.data is not None else 0
             if have != n:
                 raise ValidationError(
                     f"output {spec.name!r}: shape {got.shape} but {have} elements"
@@ -84,7 +88,7 @@ def check(
         # Fast paths first: identical bytes or identical JSON numbers need no numpy.
         if got.raw is not None and bytes(got.raw) == exp.raw_cached:
             continue
-        if got.data is not None and got.data == exp.list_cached:
+        if type(got.data) is list and got.data == exp.list_cached:
             continue
         want = exp.array.reshape(-1)
         have = _as_array(got)

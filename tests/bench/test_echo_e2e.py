@@ -63,13 +63,20 @@ def test_sequences_are_accepted(tmp_path: Path, http_echo: str) -> None:
     assert code == 0 and doc["levels"][0]["completed"] == 50
 
 
-def test_wrong_answers_are_errors(tmp_path: Path, http_echo: str) -> None:
+@pytest.mark.parametrize("n", [16, 8192])  # 8192: a JSON body large enough to be read into numpy
+def test_wrong_answers_are_errors(tmp_path: Path, http_echo: str, n: int) -> None:
     code, doc = bench(tmp_path, "-m", "identity_fp32", "-u", http_echo,
-                      "--input-data", str(identity_data(tmp_path, wrong=True)),
+                      "--input-data", str(identity_data(tmp_path, n, wrong=True)),
                       "--request-count", "20")
     assert code == 1
     level = doc["levels"][0]
     assert level["errors"] == 20 and "differs" in level["client"]["first_error"]
+
+
+def test_large_json_answers_are_checked_and_counted(tmp_path: Path, http_echo: str) -> None:
+    code, doc = bench(tmp_path, "-m", "identity_fp32", "-u", http_echo,
+                      "--input-data", str(identity_data(tmp_path, 8192)), "--request-count", "20")
+    assert code == 0 and doc["levels"][0]["completed"] == 20 and doc["levels"][0]["errors"] == 0
 
 
 def test_unknown_model_fails_cleanly(tmp_path: Path, http_echo: str) -> None:

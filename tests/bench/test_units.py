@@ -45,6 +45,12 @@ def test_validation() -> None:
     check([Received("OUTPUT0", "FP32", [1, 4], data=[0.0, 1.0, 2.0, 3.0])], specs, exp)
     with pytest.raises(ValidationError, match="differs"):
         check([Received("OUTPUT0", "FP32", [1, 4], data=[0.0, 1.0, 2.0, 9.0])], specs, exp)
+    # A large JSON body's data arrives as a flat numpy array (float64, as JSON numbers parse).
+    check([Received("OUTPUT0", "FP32", [1, 4], data=np.arange(4, dtype=np.float64))], specs, exp)
+    with pytest.raises(ValidationError, match="differs"):
+        check([Received("OUTPUT0", "FP32", [1, 4], data=np.array([0.0, 1.0, 2.0, 9.0]))], specs, exp)
+    with pytest.raises(ValidationError, match="elements"):
+        check([Received("OUTPUT0", "FP32", [1, 5], data=np.arange(4, dtype=np.float64))], specs, None)
     with pytest.raises(ValidationError, match="missing"):
         check([], specs, None)
     with pytest.raises(ValidationError, match="elements"):

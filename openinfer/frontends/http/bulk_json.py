@@ -2,8 +2,9 @@
 
 orjson turns a JSON array of 65,536 numbers into as many Python floats, and numpy then reads
 them back one by one; together that is most of the cost of a large JSON request. simdjson parses
-lazily, so the document's small parts become Python objects while each input's numeric `data`
-array is copied into a typed buffer without a Python object per element.
+lazily, so the document's small parts become Python objects while each tensor's numeric `data`
+array is copied into a typed buffer without a Python object per element. The server reads
+requests (`inputs`) this way; the load generator reads responses (`outputs`) the same way.
 
 Anything unusual (a parse error, NaN tokens, booleans or strings in a numeric array, numbers
 out of range) falls back to the ordinary parse, so errors read exactly as they always do.
@@ -28,8 +29,9 @@ _SIGNED_TYPES = frozenset({"INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16",
 _BUFFER_TYPES = {"d": np.float64, "i": np.int64, "u": np.uint64}
 
 
-def parse(body: bytes | memoryview) -> Any | None:
-    """The parsed document with numeric input data as flat numpy arrays, or None to fall back."""
+def parse(body: bytes | memoryview, tensors: str = "inputs") -> Any | None:
+    """The parsed document with the numeric data of its `tensors` list (`inputs` of a request,
+    `outputs` of a response) as flat numpy arrays, or None to fall back."""
     if simdjson is None or len(body) < MIN_BODY_BYTES:
         return None
     try:
@@ -39,7 +41,7 @@ def parse(body: bytes | memoryview) -> Any | None:
     if not isinstance(root, simdjson.Object):
         return None
     # `items()` would turn every value into Python objects at once; look each key up instead.
-    return {key: _inputs(root[key]) if key == "inputs" else _plain(root[key]) for key in root.keys()}
+    return {key: _tensors(root[key]) if key == tensors else _plain(root[key]) for key in root.keys()}
 
 
 def _plain(value: Any) -> Any:
@@ -50,13 +52,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _inputs(value: Any) -> Any:
+def _tensors(value: Any) -> Any:
     if not isinstance(value, simdjson.Array):
         return _plain(value)
-    return [_input(item) if isinstance(item, simdjson.Object) else _plain(item) for item in value]
+    return [_tensor(item) if isinstance(item, simdjson.Object) else _plain(item) for item in value]
 
 
-def _input(item: Any) -> dict[str, Any]:
+def _tensor(item: Any) -> dict[str, Any]:
     datatype = item.get("datatype")
     out = {}
     for key in item.keys():
