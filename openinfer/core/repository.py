@@ -174,14 +174,12 @@ class ModelRepository:
             raise NotFoundError(f"Request for unknown model: '{name}' is not found")
         if not version:  # the newest READY version (a loop: this runs for every request)
             newest = None
-            for number, record in entry.versions.items():
-                if record.state is State.READY and (newest is None or number > newest[0]):
-                    newest = (number, record)
-            if newest is None:
+            for record in entry.versions.values():
+                if record.state is State.READY and (newest is None or record.version > newest.version):
+                    newest = record
+            if newest is None or newest.model is None:
                 raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
-            model = newest[1].model
-            assert model is not None
-            return model
+            return newest.model
         try:
             number = int(version)
         except ValueError:

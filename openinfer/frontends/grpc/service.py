@@ -114,11 +114,11 @@ class _Guard:
             )
 
     def unary(self, name: str, fn: Callable) -> Callable:
-        group = RPC_GROUPS.get(name, "")
+        restricted = self.access.restriction(RPC_GROUPS.get(name, "")) is not None  # fixed at start
 
         @functools.wraps(fn)
         async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
-            if self.access.restriction(group) is not None:
+            if restricted:
                 await self.check(name, context)
             if request is MALFORMED:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, _MALFORMED_MESSAGE)
