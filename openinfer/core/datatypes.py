@@ -167,14 +167,15 @@ def tensor_byte_size(array: np.ndarray, datatype: str) -> int:
     return int(array.nbytes)
 
 
+def _little_endian(array: np.ndarray) -> np.ndarray:
+    return array.astype(array.dtype.newbyteorder("<")) if array.dtype.byteorder == ">" else array
+
+
 def to_wire_bytes(array: np.ndarray, datatype: str) -> bytes | memoryview:
     """The binary wire form of a tensor (little-endian, row-major)."""
     if datatype == "BYTES":
         return serialize_bytes(array)
-    if not array.flags.c_contiguous:
-        array = np.ascontiguousarray(array)
-    if array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
+    array = _little_endian(array if array.flags.c_contiguous else np.ascontiguousarray(array))
     return memoryview(array).cast("B") if array.size else b""
 
 
@@ -182,9 +183,7 @@ def to_wire_copy(array: np.ndarray, datatype: str) -> bytes:
     """The binary wire form as a bytes object of its own (what a protobuf field takes)."""
     if datatype == "BYTES":
         return serialize_bytes(array)
-    if array.dtype.byteorder == ">":
-        array = array.astype(array.dtype.newbyteorder("<"))
-    return array.tobytes()  # row-major, whatever the array's own layout
+    return _little_endian(array).tobytes()  # row-major, whatever the array's own layout
 
 
 def from_wire_bytes(

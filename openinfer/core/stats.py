@@ -144,11 +144,8 @@ class ModelStats:
         if self.observer is not None:
             self.observer.request(ok, total_ns, queue_ns, first_response_ns or total_ns)
         if ok:
-            success, queue = self.success, self.queue
-            success.count += 1
-            success.ns += total_ns
-            queue.count += 1
-            queue.ns += queue_ns
+            self.success.add(total_ns)
+            self.queue.add(queue_ns)
         else:
             self.fail.add(total_ns)
             self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
