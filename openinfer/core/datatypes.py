@@ -79,12 +79,12 @@ def config_to_protocol(config_name: str) -> str:
 def protocol_of_array(array: np.ndarray) -> str:
     """The protocol datatype a numpy array would be sent as."""
     kind = array.dtype
+    name = _BY_NUMPY.get(kind)
+    if name is not None:
+        return name
     if kind.kind in ("S", "U"):
         return "BYTES"
-    try:
-        return _BY_NUMPY[kind]
-    except KeyError:
-        raise InvalidArgumentError(f"unsupported numpy dtype '{kind}'") from None
+    raise InvalidArgumentError(f"unsupported numpy dtype '{kind}'")
 
 
 def element_count(shape: tuple[int, ...] | list[int]) -> int:

@@ -27,6 +27,11 @@ class TensorSpec:
     dims: tuple[int, ...]  # config dims, without the batch dimension
     optional: bool = False
     label_file: str = ""
+    #: Every dimension is -1: any shape of the right rank matches (checked without a loop).
+    any_size: bool = False
+
+    def __post_init__(self) -> None:
+        self.any_size = all(d == -1 for d in self.dims)
 
 
 def _fold(specs: dict) -> dict[str, str]:
@@ -151,7 +156,8 @@ class LoadedModel:
     def validate(self, request: InferRequest) -> None:
         """Triton's request checks; sets `request.batch_size`. Raises INVALID_ARG."""
         names: set[str] = set()
-        batch_size = 1 if self.max_batch_size == 0 else -1
+        max_batch_size = self.max_batch_size
+        batch_size = 1 if max_batch_size == 0 else -1
         inputs = self.inputs
         for tensor in request.inputs:
             resolved = tensor.name if tensor.name in inputs else self.resolve_input_name(tensor.name)
@@ -171,7 +177,8 @@ class LoadedModel:
                     f"'{self.name}' expects '{spec.datatype}'",
                 )
             shape = tensor.shape
-            if self.max_batch_size > 0:
+            rank = len(shape)
+            if max_batch_size > 0:
                 if not shape:
                     raise self._shape_error(request, resolved, spec, shape)
                 if batch_size == -1:
@@ -182,10 +189,10 @@ class LoadedModel:
                         f"inference input '{resolved}' batch size {shape[0]} does not match the "
                         f"batch size {batch_size} of the other inputs for model '{self.name}'",
                     )
-                check = shape[1:]
-            else:
-                check = shape
-            if not _matches(spec.dims, check):
+                rank -= 1
+            if rank != len(spec.dims) or not (
+                spec.any_size or _matches(spec.dims, shape[1:] if max_batch_size > 0 else shape)
+            ):
                 raise self._shape_error(request, resolved, spec, shape)
         missing = [
             n

@@ -358,12 +358,13 @@ class SharedMemoryManager:
         holds: list[_Hold] = []
         outputs: dict[str, _Hold] = {}
         try:
-            for tensor in request.inputs:
-                region_name = tensor.parameters.get("shared_memory_region")
-                if isinstance(region_name, str):
-                    region = self._regions.get(region_name)
-                    if region is not None:
-                        holds.append(_Hold(self, region))
+            if self._regions:  # (with none registered, no input can have named one)
+                for tensor in request.inputs:
+                    region_name = tensor.parameters.get("shared_memory_region") if tensor.parameters else None
+                    if isinstance(region_name, str):
+                        region = self._regions.get(region_name)
+                        if region is not None:
+                            holds.append(_Hold(self, region))
             for output in request.outputs or ():
                 if output.shm_region is not None:
                     region = self._lookup(
@@ -381,8 +382,9 @@ class SharedMemoryManager:
 
     def release(self, request: InferRequest) -> None:
         """The request is over: let go of its regions (unregistering those that wait for it)."""
-        for hold in request.flags.pop("shm_holds", ()):
-            hold.release()
+        if request.flags:
+            for hold in request.flags.pop("shm_holds", ()):
+                hold.release()
 
     def write_output(
         self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None

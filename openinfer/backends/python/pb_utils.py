@@ -125,11 +125,12 @@ class Tensor:
 
     def __init__(self, name: str, tensor: Any, dtype: str | None = None) -> None:
         array = tensor if type(tensor) is np.ndarray else np.asarray(tensor)
-        if array.dtype.kind in ("U", "S"):
+        datatype = dtype or datatypes.protocol_of_array(array)
+        if datatype == "BYTES" and array.dtype.kind in ("U", "S"):
             array = datatypes.to_bytes_array(array)
         self._name = name
         self._array = array
-        self._datatype = dtype or datatypes.protocol_of_array(array)
+        self._datatype = datatype
 
     @classmethod
     def _of_server(cls, name: str, array: np.ndarray, datatype: str) -> Tensor:
