@@ -6,7 +6,7 @@ Request validation lives here so every frontend gets the same checks and Triton'
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
@@ -28,7 +28,7 @@ class TensorSpec:
     optional: bool = False
     label_file: str = ""
     #: Every dimension is -1: any shape of the right rank matches (checked without a loop).
-    any_size: bool = False
+    any_size: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.any_size = all(d == -1 for d in self.dims)
