@@ -7,6 +7,11 @@ outputs are written straight into it. Every rule and message is Triton's
 
 A region still used by an in-flight request is unregistered lazily: it stays listed (as in
 Triton) until the last request holding it lets go, and only then is it unmapped.
+
+Touching a mapping past the end of its file kills the process (SIGBUS), so every read and write
+first checks that the client has not truncated the object since it registered it; the request
+fails with a message instead. (An object truncated while a model is reading its input view still
+takes the server down, as it does Triton.)
 """
 
 from __future__ import annotations
@@ -87,12 +92,13 @@ class _Region:
 
 class _SystemRegion(_Region):
     def __init__(
-        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None
+        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None, fd: int = -1
     ) -> None:
         super().__init__(name, byte_size)
         self.key = key
         self.offset = offset
         self._mapping = mapping
+        self._fd = fd  # kept open to see the object's current size
         # The window [offset, offset + byte_size) of the mapping; mmap offsets must be
         # page-aligned, so the mapping starts at 0 and the window is a slice of it.
         self.view = (
@@ -101,14 +107,30 @@ class _SystemRegion(_Region):
             else memoryview(b"")
         )
 
+    def _check_size(self, offset: int, byte_size: int) -> None:
+        """Refuse to touch bytes the object no longer has (the mapping would SIGBUS)."""
+        if self._fd < 0 or byte_size <= 0:
+            return
+        size = os.fstat(self._fd).st_size
+        if size < self.offset + offset + byte_size:
+            raise InvalidArgumentError(
+                f"shared memory region '{self.name}' is smaller than when it was registered: its "
+                f"object '{self.key}' now holds {size} bytes"
+            )
+
     def read(self, offset: int, byte_size: int) -> memoryview:
+        self._check_size(offset, byte_size)
         return self.view[offset : offset + byte_size]
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
         size = len(data) if isinstance(data, bytes) else data.nbytes
+        self._check_size(offset, size)
         self.view[offset : offset + size] = data
 
     def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         try:
             self.view.release()
         except BufferError:
@@ -231,9 +253,10 @@ class SharedMemoryManager:
                     )
                 length = offset + byte_size
                 mapping = mmap.mmap(fd, length) if length > 0 else None
-            finally:
+            except BaseException:
                 os.close(fd)
-            self._regions[name] = _SystemRegion(name, key, offset, byte_size, mapping)
+                raise
+            self._regions[name] = _SystemRegion(name, key, offset, byte_size, mapping, fd)
 
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         self.require_client_access()

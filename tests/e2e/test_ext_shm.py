@@ -198,6 +198,32 @@ def test_request_errors_keep_the_server_serving(proto, regions):
     assert client.is_server_live() and client.is_model_ready("add_sub")
 
 
+def test_truncated_region_fails_the_request_not_the_server(proto, regions):
+    """Reading a mapping past the end of its file would kill the server (SIGBUS)."""
+    name, module, client = proto
+    key = f"/oi_trunc_{name}"
+    regions(key, 64)
+    client.register_system_shared_memory("trunc", key, 64)
+    os.truncate(f"/dev/shm{key}", 16)
+    inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
+    inputs[0].set_shared_memory("trunc", 16)
+    inputs[1].set_shared_memory("trunc", 16, offset=32)
+    err = _error(lambda: client.infer("add_sub", inputs))
+    assert err.status() == _code(name, "400", "INVALID_ARGUMENT")
+    assert (
+        f"shared memory region 'trunc' is smaller than when it was registered: its object '{key}' "
+        f"now holds 16 bytes" in err.message()
+    )
+    inputs[1].set_data_from_numpy(np.ones(4, np.float32))  # INPUT0 still fits: outputs go there
+    output = module.InferRequestedOutput("OUTPUT0")
+    output.set_shared_memory("trunc", 16, offset=48)
+    err = _error(lambda: client.infer("add_sub", inputs, outputs=[output]))
+    assert "is smaller than when it was registered" in err.message()
+    result = client.infer("add_sub", inputs)  # the server is up and serves the rest of the region
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.ones(4, np.float32))
+    assert client.is_server_live()
+
+
 def test_registration_errors(proto, regions, tmp_path):
     name, _, client = proto
     regions(f"/oi_bad_{name}", 16)

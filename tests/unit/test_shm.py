@@ -156,3 +156,19 @@ def test_misaligned_binary_gets_one_aligned_copy():
     aligned = datatypes.from_wire_bytes(memoryview(buffer), "FP32", (4,))
     buffer[0:4] = np.float32(9).tobytes()
     assert aligned[0] == 9  # aligned bytes stay a zero-copy view
+
+
+def test_truncated_object_is_refused_instead_of_read(key):
+    manager = SharedMemoryManager(allow_client=True)
+    manager.register_system("r", key, 16, 48)
+    params = {"shared_memory_region": "r", "shared_memory_byte_size": 16}
+    os.truncate(f"/dev/shm{key}", 24)  # the client shrinks its object behind the server's back
+    with pytest.raises(InvalidArgumentError, match=f"region 'r' is smaller than when it was registered: its object '{key}' now holds 24 bytes"):
+        manager.read_input("X", "FP32", (4,), params, "m")
+    out = RequestedOutput("Y", shm_region="r", shm_byte_size=16)
+    data = np.zeros(4, np.float32)
+    with pytest.raises(InvalidArgumentError, match="smaller than when it was registered"):
+        manager.write_output(out, Tensor("Y", "FP32", (4,), data))
+    os.truncate(f"/dev/shm{key}", 64)  # grown back: served again (bytes past 24 read as zeros)
+    assert manager.read_input("X", "FP32", (4,), params, "m").tolist() == [4, 5, 0, 0]
+    manager.unregister_system("r")
