@@ -132,6 +132,24 @@ async def test_concurrent_requests_become_one_execute_and_split_back():
     assert stats.compute_infer.count == 6
 
 
+async def test_a_request_cancelled_while_queued_never_runs():
+    batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching { default_queue_policy { max_queue_size: 2 } }")
+    inst.gate = asyncio.Event()
+    first = await submit(batcher, request("r0"))
+    await settle()
+    gone, kept = await submit(batcher, request("r1")), await submit(batcher, request("r2"))
+    await settle()
+    assert batcher.queue.size == 2
+    gone.cancel()  # what the core does when the caller disconnects
+    assert batcher.queue.size == 1
+    third = await submit(batcher, request("r3"))  # the freed place in the queue is usable
+    await settle()
+    inst.gate.set()
+    await asyncio.gather(first.future, kept.future, third.future)
+    assert inst.batches == [["r0"], ["r2", "r3"]]
+    assert gone.result is None and gone.error is None  # nothing was delivered to it
+
+
 async def test_batch_stops_at_max_batch_size():
     batcher, [inst], _ = dynamic(BATCHING.replace("max_batch_size: 8", "max_batch_size: 4") + "dynamic_batching {}")
     inst.gate = asyncio.Event()

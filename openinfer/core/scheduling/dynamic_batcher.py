@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Coroutine
@@ -155,11 +156,15 @@ class DynamicBatcher(Scheduler):
             if instance is not None:
                 await self._execute(instance, [request], [sender])
                 return
+        entry = Entry(request, sender)
         try:
-            self.queue.push(Entry(request, sender))
+            self.queue.push(entry)
         except UnavailableError as exc:
             sender.fail(exc)
             return
+        # A caller that goes away while its request waits takes it out of the queue (a backend
+        # that can stop started work sets its own hook once the batch runs).
+        sender.on_cancel = functools.partial(self.queue.withdraw, entry)
         if self._loop_task is None:
             self._loop_task = asyncio.create_task(self._batch_loop(), name=f"batcher:{self.model_name}")
             self._loop_task.add_done_callback(self._loop_ended)

@@ -151,6 +151,18 @@ class PriorityQueue:
         self.size -= len(taken)
         return taken
 
+    def withdraw(self, entry: Entry) -> None:
+        """Take back a request whose caller went away while it waited: it will not run."""
+        if not entry.queued:
+            return
+        (self._delayed if entry.delayed else self._queues[entry.level - 1]).remove(entry)
+        entry.queued = False
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        self.size -= 1
+        self._on_change()
+
     def drain(self) -> list[Entry]:
         return self.pop_front(self.size)
 
