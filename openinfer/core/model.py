@@ -44,8 +44,7 @@ def _fold(specs: dict) -> dict[str, str]:
 
 
 def _matches(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
-    if len(dims) != len(shape):
-        return False
+    """Same-rank `shape` against config `dims` (-1 matches any size)."""
     for d, s in zip(dims, shape):  # a plain loop: no generator per request
         if d != s and d != -1:
             return False

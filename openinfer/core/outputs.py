@@ -76,13 +76,12 @@ def finish_outputs(
             write_shm(requested, tensor)
             tensor = Tensor(tensor.name, tensor.datatype, tensor.shape, None, tensor.parameters)
         outputs.append(tensor)
-    if len(outputs) != 1 or len(by_name) != 1:  # one asked and one found: nothing is missing
-        produced = {t.name for t in outputs}
-        missing = [name for name in by_name if name not in produced]
-        if missing:
-            raise InternalError(
-                f"model '{request.model_name}' did not produce requested output(s) {missing}"
-            )
+    produced = {t.name for t in outputs}
+    missing = [name for name in by_name if name not in produced]
+    if missing:
+        raise InternalError(
+            f"model '{request.model_name}' did not produce requested output(s) {missing}"
+        )
     response.outputs = outputs
     response.requested = by_name
     return response

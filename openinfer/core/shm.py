@@ -92,7 +92,7 @@ class _Region:
 
 class _SystemRegion(_Region):
     def __init__(
-        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None, fd: int = -1
+        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None, fd: int
     ) -> None:
         super().__init__(name, byte_size)
         self.key = key
@@ -383,7 +383,7 @@ class SharedMemoryManager:
         try:
             if self._regions:  # (with none registered, no input can have named one)
                 for tensor in request.inputs:
-                    region_name = tensor.parameters.get("shared_memory_region") if tensor.parameters else None
+                    region_name = tensor.parameters.get("shared_memory_region")
                     if isinstance(region_name, str):
                         region = self._regions.get(region_name)
                         if region is not None:
@@ -405,8 +405,8 @@ class SharedMemoryManager:
 
     def release(self, request: InferRequest) -> None:
         """The request is over: let go of its regions (unregistering those that wait for it)."""
-        if request.flags:
-            for hold in request.flags.pop("shm_holds", ()):
+        if "shm_holds" in request.flags:
+            for hold in request.flags.pop("shm_holds"):
                 hold.release()
 
     def write_output(

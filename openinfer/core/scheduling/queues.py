@@ -65,6 +65,13 @@ class Entry:
         self.delayed = False
         self.queued = False
 
+    def dequeued(self) -> None:
+        """Out of the queue, for whatever reason: its queue timeout no longer applies."""
+        self.queued = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
 
 class PriorityQueue:
     """FIFOs by priority level, then the delayed FIFO; iteration yields batch order."""
@@ -141,10 +148,7 @@ class PriorityQueue:
         for queue in (*self._queues, self._delayed):
             while queue and len(taken) < count:
                 entry = queue.popleft()
-                entry.queued = False
-                if entry.timer is not None:
-                    entry.timer.cancel()
-                    entry.timer = None
+                entry.dequeued()
                 taken.append(entry)
             if len(taken) == count:
                 break
@@ -156,10 +160,7 @@ class PriorityQueue:
         if not entry.queued:
             return
         (self._delayed if entry.delayed else self._queues[entry.level - 1]).remove(entry)
-        entry.queued = False
-        if entry.timer is not None:
-            entry.timer.cancel()
-            entry.timer = None
+        entry.dequeued()
         self.size -= 1
         self._on_change()
 
@@ -175,7 +176,7 @@ class PriorityQueue:
             entry.delayed = True
             self._delayed.append(entry)
         else:
-            entry.queued = False
+            entry.dequeued()
             self.size -= 1
             entry.request.flags[FAILURE_REASON] = "REJECTED"
             entry.sender.fail(
