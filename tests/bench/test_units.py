@@ -106,3 +106,19 @@ def test_tokenizer_file_counts_tokens(tmp_path) -> None:  # type: ignore[no-unty
     import random
 
     assert count(synthetic_prompt(random.Random(0), 30, count)) == 30
+
+
+def test_soak_memory_baseline_waits_for_every_kind_of_traffic():
+    from bench import soak
+
+    def window(t: float, *kinds: str) -> soak.Window:
+        return soak.Window(t, {k: 5 for k in kinds}, {}, 0, {}, 300.0 + t, 400.0)
+
+    everything = soak.KINDS
+    no_openai = tuple(k for k in soak.KINDS if k != "openai")
+    late = [window(5, *no_openai), window(10, *everything), window(15, *everything)]
+    assert soak._warm_up_end(late, 1) == 1  # the OpenAI path's first answer came in window 2
+    assert soak._warm_up_end(late, 3) == 2  # never before the warm-up windows end
+    early = [window(5, *everything), window(10, *everything)]
+    assert soak._warm_up_end(early, 1) == 0
+    assert soak._warm_up_end([window(5, *no_openai)], 1) == 0  # too short to tell: the last one
