@@ -25,6 +25,11 @@ PLATFORM_BACKENDS = {
     "pytorch_libtorch": "pytorch",
     "ensemble": "ensemble",
 }
+#: backend -> the platform Triton fills in when a config names only the backend.
+BACKEND_PLATFORMS = {
+    "onnxruntime": "onnxruntime_onnx",
+    "pytorch": "pytorch_libtorch",
+}
 #: default model file per backend (`default_model_filename` overrides it).
 DEFAULT_MODEL_FILES = {
     "python": "model.py",
@@ -84,6 +89,33 @@ def model_file(config: mc.ModelConfig, backend: str) -> str:
     return config.default_model_filename or DEFAULT_MODEL_FILES.get(backend, "")
 
 
+def complete_backend_fields(config: mc.ModelConfig, backend: str) -> None:
+    """Triton's server-side completion of `backend`, `platform` and `default_model_filename`.
+
+    It runs even with auto-complete disabled: a known platform or model file names the
+    backend, the onnxruntime and pytorch backends name their platform (`onnxruntime_onnx`,
+    `pytorch_libtorch`, which model metadata then reports), and the onnxruntime, pytorch and
+    python backends name their model file. An ensemble keeps `platform` and no backend.
+    """
+    if backend == "ensemble":
+        config.platform = config.platform or "ensemble"
+        return
+    if not backend:
+        return
+    platform_was_empty = not config.platform
+    if not config.backend and (platform_was_empty or config.platform in PLATFORM_BACKENDS):
+        config.backend = backend
+    if config.backend != backend:
+        return
+    platform = BACKEND_PLATFORMS.get(backend)
+    if platform and platform_was_empty:
+        config.platform = platform
+    # Triton leaves pytorch's file empty when the config named its platform itself.
+    names_file = backend in ("onnxruntime", "python") or backend == "pytorch" and platform_was_empty
+    if names_file and not config.default_model_filename:
+        config.default_model_filename = DEFAULT_MODEL_FILES[backend]
+
+
 def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
     """Fill the defaults Triton fills before a model is served (in place)."""
     if config.name and config.name != model_name:
@@ -91,10 +123,7 @@ def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
             f"unexpected 'name' in model configuration: expected '{model_name}', got '{config.name}'"
         )
     config.name = model_name
-    if not config.platform and not config.backend and backend:
-        config.backend = backend
-    if backend == "ensemble":
-        config.platform = config.platform or "ensemble"
+    complete_backend_fields(config, backend)
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
     if config.HasField("dynamic_batching"):

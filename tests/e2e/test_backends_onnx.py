@@ -122,9 +122,30 @@ def test_config_is_auto_completed_from_the_graph(server):
     assert [(t["name"], t["dims"]) for t in config["output"]] == [("SUM", [4]), ("DIFF", [4])]
     # Triton's default for CPU onnxruntime models: two instances.
     assert [(g["kind"], g["count"]) for g in config["instance_group"]] == [("KIND_CPU", 2)]
+    assert (config["platform"], config["default_model_filename"]) == ("onnxruntime_onnx", "model.onnx")
     metadata = client.get_model_metadata("auto")
-    assert metadata["platform"] == "onnxruntime"
+    assert metadata["platform"] == "onnxruntime_onnx"
     assert metadata["inputs"][0]["shape"] == [-1, 4]
+
+
+def test_backend_only_config_reports_tritons_platform(server):
+    """`backend: "onnxruntime"` alone: Triton fills `platform`, and metadata reports it."""
+    http = httpclient.InferenceServerClient(server.http_url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    assert http.get_model_metadata("loose")["platform"] == "onnxruntime_onnx"
+    assert grpc.get_model_metadata("loose").platform == "onnxruntime_onnx"
+    config = http.get_model_config("loose")
+    assert (config["backend"], config["platform"], config["default_model_filename"]) == (
+        "onnxruntime",
+        "onnxruntime_onnx",
+        "model.onnx",
+    )
+    proto = grpc.get_model_config("loose").config
+    assert (proto.backend, proto.platform) == ("onnxruntime", "onnxruntime_onnx")
+    # `platform` alone: the backend is filled in as well.
+    tuned = http.get_model_config("tuned")
+    assert (tuned["backend"], tuned["platform"]) == ("onnxruntime", "onnxruntime_onnx")
+    assert http.get_model_metadata("tuned")["platform"] == "onnxruntime_onnx"
 
 
 def test_explicit_config_keeps_its_parameters_and_instances(server):

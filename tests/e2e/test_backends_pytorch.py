@@ -155,6 +155,28 @@ def test_indexed_names_map_to_positions(server):
     assert client.get_model_metadata("add_sub_pt")["platform"] == "pytorch_libtorch"
 
 
+def test_backend_only_config_reports_tritons_platform(server):
+    """`backend: "pytorch"` alone: Triton fills `platform` and the model file; metadata agrees."""
+    http = httpclient.InferenceServerClient(server.http_url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    assert http.get_model_metadata("scale_pt")["platform"] == "pytorch_libtorch"
+    assert grpc.get_model_metadata("scale_pt").platform == "pytorch_libtorch"
+    config = http.get_model_config("scale_pt")
+    assert (config["backend"], config["platform"], config["default_model_filename"]) == (
+        "pytorch",
+        "pytorch_libtorch",
+        "model.pt",
+    )
+    assert grpc.get_model_config("scale_pt").config.platform == "pytorch_libtorch"
+    # `platform` alone: the backend is filled in; the model file stays unnamed, as in Triton.
+    named = http.get_model_config("add_sub_pt")
+    assert (named["backend"], named["platform"], named["default_model_filename"]) == (
+        "pytorch",
+        "pytorch_libtorch",
+        "",
+    )
+
+
 def test_forward_argument_names_and_inference_mode(server):
     client = grpcclient.InferenceServerClient(server.grpc_url)
     x = np.array([[1, 2], [3, 4], [5, 6]], dtype=np.float32)

@@ -54,3 +54,24 @@ def test_backend_resolution(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"")
     assert configs.resolve_backend(configs.parse_config_text('platform: "pytorch_libtorch"'), None) == "pytorch"
     assert configs.resolve_backend(configs.parse_config_text(""), tmp_path) == "onnxruntime"
+
+
+@pytest.mark.parametrize(
+    ("text", "backend", "expected"),
+    [
+        # (backend, platform, default_model_filename) after Triton's server-side completion
+        ('backend: "onnxruntime"', "onnxruntime", ("onnxruntime", "onnxruntime_onnx", "model.onnx")),
+        ('platform: "onnxruntime_onnx"', "onnxruntime", ("onnxruntime", "onnxruntime_onnx", "model.onnx")),
+        ("", "onnxruntime", ("onnxruntime", "onnxruntime_onnx", "model.onnx")),
+        ('backend: "pytorch"', "pytorch", ("pytorch", "pytorch_libtorch", "model.pt")),
+        ('platform: "pytorch_libtorch"', "pytorch", ("pytorch", "pytorch_libtorch", "")),
+        ('backend: "python"', "python", ("python", "", "model.py")),
+        ('backend: "onnxruntime" default_model_filename: "m.onnx"', "onnxruntime", ("onnxruntime", "onnxruntime_onnx", "m.onnx")),
+        ('platform: "ensemble"', "ensemble", ("", "ensemble", "")),
+        ('backend: "transformers"', "transformers", ("transformers", "", "")),
+    ],
+)
+def test_backend_fields_are_completed_as_triton_does(text, backend, expected):
+    config = configs.parse_config_text(text)
+    configs.normalize(config, "m", backend)
+    assert (config.backend, config.platform, config.default_model_filename) == expected
