@@ -109,8 +109,15 @@ class InferenceServer:
         return self.repository.all_ready() if self.options.strict_readiness else True
 
     def model_ready(self, name: str, version: str = "") -> bool:
+        """Triton's ModelIsReady, for every frontend: a model that is unknown, unloaded, failed
+        or without that version is not ready, which is an answer and not an error; a version
+        that is not a number is an error, and so is asking while the server shuts down."""
+        if self.exiting:
+            raise UnavailableError("Server not ready")
         try:
             model = self.repository.get(name, version)
+        except InvalidArgumentError:
+            raise
         except OpenInferError:
             return False
         return all(instance.healthy for instance in model.instances) or bool(model.instances)

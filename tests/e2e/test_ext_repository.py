@@ -147,6 +147,27 @@ def test_load_and_unload(http, grpc_client):
     assert http.is_server_live() and http.is_model_ready("alpha")
 
 
+def test_unloaded_model_is_not_ready_without_an_error(explicit, http, grpc_client):
+    """Triton's ModelReady: an unloaded, failed or unknown model answers "not ready" (gRPC
+    `ready: false`, HTTP 400), the same rule on both protocols; a version that is not a number
+    is an error (over HTTP such a path matches no route)."""
+    http.load_model("beta")
+    assert grpc_client.is_model_ready("beta") and grpc_client.is_model_ready("beta", "1")
+    grpc_client.unload_model("beta")
+    _error(lambda: grpc_client.load_model("broken"))
+    for name, version in (("beta", ""), ("beta", "1"), ("broken", ""), ("never_heard_of", ""), ("beta", "7")):
+        assert grpc_client.is_model_ready(name, version) is False, (name, version)
+        path = f"/v2/models/{name}" + (f"/versions/{version}" if version else "") + "/ready"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://{explicit.http_url}{path}", timeout=10)
+        assert (info.value.code, json.loads(info.value.read())) == (400, {"error": "Model version not ready"})
+        assert http.is_model_ready(name, version) is False
+    err = _error(lambda: grpc_client.is_model_ready("beta", "one"))
+    assert err.status() == "StatusCode.INVALID_ARGUMENT" and "version string 'one'" in err.message()
+    http.load_model("beta")
+    assert grpc_client.is_model_ready("beta") and http.is_model_ready("beta")
+
+
 def test_config_and_file_overrides(http, grpc_client):
     config = json.dumps(
         {

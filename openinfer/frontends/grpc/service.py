@@ -170,7 +170,6 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return pb.ServerReadyResponse(ready=self.server.ready())
 
     async def ModelReady(self, request, context):
-        self.server.model(request.name, request.version)
         return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, request.version))
 
     async def ServerMetadata(self, request, context):
