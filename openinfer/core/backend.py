@@ -8,6 +8,7 @@ for decoupled ones). The core owns scheduling, validation and statistics; backen
 from __future__ import annotations
 
 import abc
+import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,9 @@ from .types import InferRequest
 
 if TYPE_CHECKING:
     from .server import InferenceServer
+
+
+_LOADS = itertools.count(1)
 
 
 @dataclass
@@ -38,6 +42,14 @@ class ModelContext:
     auto_complete: bool = True
     #: The version's statistics, for backends that batch inside and record their own executions.
     stats: ModelStats | None = None
+    #: The owner of the custom metric families this load creates (`server.custom_metrics`),
+    #: e.g. "add_sub:1#7". Unique to each load, so retiring the copy a reload replaced does
+    #: not release the new copy's metrics; the repository releases it when the copy stops.
+    metrics_owner: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.metrics_owner:
+            self.metrics_owner = f"{self.name}:{self.version}#{next(_LOADS)}"
 
     @property
     def decoupled(self) -> bool:

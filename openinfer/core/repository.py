@@ -481,13 +481,13 @@ class ModelRepository:
                 await asyncio.gather(*(backend.create_instance(ctx, spec) for spec in specs))
             )
         except BaseException:
-            await model.stop()
+            await self._stop(model)
             raise
         model.refresh_specs()
         try:  # a scheduler refuses a bad batching config; the instances must not outlive it
             model.scheduler = self.schedulers(model, InstancePool(model.instances))
         except BaseException:
-            await model.stop()
+            await self._stop(model)
             raise
         try:
             if version_config.model_warmup:
@@ -496,7 +496,7 @@ class ModelRepository:
             if warmup is not None:
                 await warmup()
         except BaseException:
-            await model.stop()
+            await self._stop(model)
             raise
         return model
 
@@ -528,7 +528,17 @@ class ModelRepository:
     async def _retire(self, model: LoadedModel) -> None:
         """Let in-flight requests finish, then stop the instances."""
         await model.drain(self.options.exit_timeout_secs)
-        await model.stop()
+        await self._stop(model)
+
+    async def _stop(self, model: LoadedModel) -> None:
+        """Stop a loaded (or half-loaded) version and release the custom metrics it created,
+        so the next load of it starts from zero."""
+        try:
+            await model.stop()
+        finally:
+            custom = getattr(self.server, "custom_metrics", None)
+            if custom is not None:
+                custom.release_owner(model.ctx.metrics_owner)
 
     async def stop(self) -> None:
         if self._poll_task is not None:

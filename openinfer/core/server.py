@@ -19,6 +19,7 @@ from .. import TRITON_PROTOCOL_VERSION
 from .._proto import model_config_pb2 as mc
 from .backend import Backend
 from .cache import ResponseCache, cached_response, remember
+from .custom_metrics import CustomMetrics
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
 from .inflight import InFlight
 from .logsettings import LogSettings
@@ -81,6 +82,9 @@ class InferenceServer:
         self.log_settings = LogSettings()
         #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
         self.cache: ResponseCache | None = None
+        #: Metric families models create (`pb_utils.MetricFamily`); /metrics prints them after
+        #: the nv_* families, and a model version's are released when it unloads.
+        self.custom_metrics = CustomMetrics()
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:

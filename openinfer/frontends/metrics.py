@@ -422,13 +422,18 @@ def metrics_app(
 ):
     """An ASGI app answering GET /metrics (any other GET path: empty 200, as Triton).
 
-    `extra` are further collect functions (other frontends' metrics), rendered after Triton's.
+    `extra` are further collect functions (other frontends' metrics), rendered after Triton's;
+    the families models created (`server.custom_metrics`) come last.
     """
     collector = TritonCollector(server, config, cpu and os.path.exists("/proc/stat"))
     collectors = [collector.collect, *(extra or [])]
+    custom = getattr(server, "custom_metrics", None)
+    if custom is not None:  # models may not take the names this endpoint prints itself
+        custom.reserve({family.name: family.type for family in collector.collect()})
 
     def scrape() -> bytes:
-        return render(family for collect in collectors for family in collect())
+        text = render(family for collect in collectors for family in collect())
+        return text + custom.exposition().encode() if custom is not None else text
 
     async def app(scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
