@@ -12,8 +12,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# The bundled repository's classifier_onnx (and the pipeline ensemble that calls it) runs on
+# ONNX Runtime, so `make serve` installs the `onnx` extra: every bundled model is READY.
 install: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[onnx]'
 
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test]'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import threading
@@ -157,3 +158,38 @@ def test_bad_flags_fail_at_start(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0 and "--model-control-mode=explicit" in result.stderr
+
+
+def test_bundled_repository_serves_every_model_ready(example_server):
+    """What `make serve` serves: every model of examples/model_repository READY, server ready."""
+    bundled = sorted(p.name for p in EXAMPLES.iterdir() if (p / "config.pbtxt").is_file())
+    assert {"add_sub", "classifier_onnx", "pipeline"} <= set(bundled)
+    http = httpclient.InferenceServerClient(example_server.http_url)
+    index = {row["name"]: row for row in http.get_model_repository_index()}
+    assert sorted(index) == bundled
+    assert {name: row.get("state") for name, row in index.items()} == dict.fromkeys(bundled, "READY")
+    assert all(http.is_model_ready(name) for name in bundled)
+    assert http.is_server_ready()  # GET /v2/health/ready answers 200
+    assert grpcclient.InferenceServerClient(example_server.grpc_url).is_server_ready()
+    table = example_server.log().split("Started GRPCInferenceService")[0]
+    for name in bundled:
+        assert re.search(rf"\| {name} +\| 1 +\| READY +\|", table), table
+
+
+def test_make_serve_installs_what_the_bundled_backends_need():
+    """`make serve` runs `make install`: it must install the extra of every bundled backend."""
+    from openinfer.core import config as configs
+
+    extras = {"onnxruntime": "onnx", "pytorch": "torch", "transformers": "llm"}
+    needed = set()
+    for model_dir in EXAMPLES.iterdir():
+        config = configs.parse_config_text((model_dir / "config.pbtxt").read_text())
+        backend = configs.resolve_backend(config, model_dir / "1")
+        if backend in extras:
+            needed.add(extras[backend])
+    assert "onnx" in needed
+    makefile = (EXAMPLES.parents[1] / "Makefile").read_text()
+    install = re.search(r"^install:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert install, makefile
+    installed = re.search(r"pip install .*-e '?\.\[([a-z,]+)\]", install.group(1))
+    assert installed and needed <= set(installed.group(1).split(",")), install.group(1)
