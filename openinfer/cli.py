@@ -64,7 +64,8 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend-config", action="append", default=[])
     p.add_argument("--model-load-thread-count", type=int, default=4, help="accepted for compatibility")
     _flag_bool(p, "--strict-readiness", True, "ready only when every model is ready")
-    _flag_bool(p, "--exit-on-error", False, "exit when a model fails to load at start-up")
+    _flag_bool(p, "--exit-on-error", True,
+               "exit (code 1) when a model fails to load at start-up; false serves the models that loaded")
     p.add_argument("--exit-timeout-secs", type=float, default=30)
     # Extensions
     _flag_bool(p, "--allow-client-shm", False, "let clients register shared-memory regions")

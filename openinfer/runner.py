@@ -132,6 +132,16 @@ def model_table(server: InferenceServer) -> str:
     return "\n".join(out)
 
 
+def startup_failures(server: InferenceServer, args: argparse.Namespace) -> list[str]:
+    """The models that failed to load at start-up: UNAVAILABLE ones, and in explicit mode the
+    `--load-model` names the repository does not hold."""
+    index = server.repository_index()
+    failed = {r["name"] for r in index if r.get("state") == "UNAVAILABLE" and r.get("reason") != "unloaded"}
+    known = {r["name"] for r in index if "state" in r}
+    failed.update(name for name in args.load_model if name != "*" and name not in known)
+    return sorted(failed)
+
+
 @dataclass
 class Frontends:
     uvicorn_servers: list
@@ -193,9 +203,15 @@ async def serve(args: argparse.Namespace) -> int:
 
     await server.start()
     print(model_table(server), file=sys.stderr, flush=True)
-    failed = [r for r in server.repository_index() if r.get("state") == "UNAVAILABLE" and r.get("reason") != "unloaded"]
+    failed = startup_failures(server, args)
     if failed and args.exit_on_error:
-        print("error: failed to load all models", file=sys.stderr)
+        names = ", ".join(f"'{name}'" for name in failed)
+        print(
+            f"error: creating server: Internal - failed to load all models ({names}; the log above says "
+            "why); exiting because --exit-on-error is true, --exit-on-error=false serves the others",
+            file=sys.stderr,
+            flush=True,
+        )
         await server.stop()
         return 1
 

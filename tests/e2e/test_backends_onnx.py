@@ -92,7 +92,7 @@ output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] } ]
         repo, "on_gpu", 'platform: "onnxruntime_onnx"\ninstance_group [ { kind: KIND_GPU } ]\n', add_sub()
     )
     write_onnx(repo, "corrupt", 'platform: "onnxruntime_onnx"\n', b"not an onnx graph")
-    srv = Server(repo, ["--strict-readiness", "false"]).start(wait_for="ready")
+    srv = Server(repo, ["--strict-readiness", "false", "--exit-on-error=false"]).start(wait_for="ready")
     yield srv
     assert srv.stop() == 0, srv.log()
 

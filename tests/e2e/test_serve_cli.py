@@ -193,3 +193,69 @@ def test_make_serve_installs_what_the_bundled_backends_need():
     assert install, makefile
     installed = re.search(r"pip install .*-e '?\.\[([a-z,]+)\]", install.group(1))
     assert installed and needed <= set(installed.group(1).split(",")), install.group(1)
+
+
+BROKEN_INIT = '''
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("cannot start: missing weights")
+'''
+
+
+def _serve_until_exit(repo, *flags: str, timeout: float = 60):
+    """Run `openinfer serve` on free ports, expecting it to exit by itself; (code, output, seconds)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import free_port
+
+    ports = [str(free_port()) for _ in range(3)]
+    command = [
+        sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
+        "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
+        "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *flags,
+    ]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+
+
+def test_a_model_failing_at_start_up_stops_the_server_by_default(tmp_path):
+    """`--exit-on-error` defaults to true, as in Triton: the server says why and exits non-zero."""
+    write_model(tmp_path, "good", IO, SLOW)
+    write_model(tmp_path, "broken_init", IO, BROKEN_INIT)
+    write_model(tmp_path, "bad_config", IO + "this is not a config\n", BROKEN_INIT)
+    code, output, seconds = _serve_until_exit(tmp_path)
+    assert code == 1, output
+    assert re.search(r"\| broken_init +\| 1 +\| UNAVAILABLE: .*cannot start: missing weights", output), output
+    assert re.search(r"\| bad_config +\| 1 +\| UNAVAILABLE: .*failed to parse model configuration", output), output
+    assert (
+        "error: creating server: Internal - failed to load all models ('bad_config', 'broken_init'; "
+        in output
+    ), output
+    assert "--exit-on-error=false" in output and "Started HTTPService" not in output
+    assert "successfully unloaded 'good'" in output  # what did load is unloaded on the way out
+    assert seconds < 45, seconds
+
+
+def test_a_missing_start_up_model_stops_the_server_in_explicit_mode(tmp_path):
+    write_model(tmp_path, "good", IO, SLOW)
+    code, output, _ = _serve_until_exit(
+        tmp_path, "--model-control-mode=explicit", "--load-model=good", "--load-model=absent"
+    )
+    assert code == 1, output
+    assert "failed to load 'absent', failed to poll from model repository" in output
+    assert "failed to load all models ('absent';" in output
+
+
+def test_exit_on_error_false_serves_the_models_that_loaded(tmp_path):
+    write_model(tmp_path, "good", IO, SLOW)
+    write_model(tmp_path, "broken_init", IO, BROKEN_INIT)
+    with Server(tmp_path, ["--exit-on-error=false"]) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.is_server_live() and client.is_model_ready("good")
+        assert not client.is_server_ready()  # strict readiness: a model is UNAVAILABLE
+        index = {row["name"]: row for row in client.get_model_repository_index()}
+        assert index["broken_init"]["state"] == "UNAVAILABLE"
+        assert "cannot start: missing weights" in index["broken_init"]["reason"]
+    assert server.process.returncode == 0

@@ -38,7 +38,7 @@ def server(tmp_path_factory):
           input_map { key: "IN" value: "IN" } output_map { key: "OUT" value: "OUT" }
         } ] }
         """)
-    server = Server(repo, ["--strict-readiness", "false"]).start(wait_for="ready")
+    server = Server(repo, ["--strict-readiness", "false", "--exit-on-error=false"]).start(wait_for="ready")
     yield server
     assert server.stop() == 0, server.log()
 
