@@ -333,6 +333,15 @@ def _content_length(reply: bytes) -> int:
     return 0
 
 
+def test_a_chunked_body_that_arrives_whole_is_held_to_the_limit(server):
+    """No content-length, and the whole body in the socket before the server reads it."""
+    body = b"z" * (LIMIT + 1)
+    head = b"POST " + INFER.encode() + b" HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reply = _raw_http(server.http_port, head + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n", [])
+    assert reply.startswith(b"HTTP/1.1 400"), reply[:300]
+    assert b"--http-max-input-size" in reply
+    healthy_http(server.http_url)
+
 def test_many_tiny_chunks(server):
     """A body sent as thousands of 1-byte chunks is assembled once and answered."""
     body = _infer_body([{"name": "INPUT_INT32", "datatype": "INT32", "shape": [2000], "data": list(range(2000))}],

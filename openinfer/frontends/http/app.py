@@ -73,6 +73,13 @@ class HttpOptions:
     header_forward_pattern: str | None = None
 
 
+def _over_limit(limit: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
+        f"{limit} bytes. Use --http-max-input-size to increase the limit."
+    )
+
+
 class HttpApp:
     """ASGI app: routes, restricted groups, body limits and the error envelope."""
 
@@ -166,15 +173,23 @@ class HttpApp:
                 f"Request {what} size of {declared} bytes exceeds the maximum allowed value of {limit} "
                 f"bytes. Use --http-max-input-size to increase the limit."
             )
+        # A body without a content-length (chunked) may have arrived whole before this runs, or
+        # in one message: the limit holds for it as for one read piece by piece.
         body = take_body(scope)  # all of it here already: no `receive` round
         if body is not None:
+            if len(body) > limit:
+                raise _over_limit(limit)
             return body
         message = await receive()
         body = message.get("body", b"")
+        size = len(body)
+        if size > limit:
+            if message.get("more_body"):  # the rest would otherwise sit unread
+                await self._drain(receive)
+            raise _over_limit(limit)
         if not message.get("more_body"):
             return body
         chunks = bytearray(body)  # one growing buffer: many tiny chunks cost no per-chunk objects
-        size = len(body)
         while message.get("more_body"):
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -184,10 +199,7 @@ class HttpApp:
             if size > limit:
                 if message.get("more_body"):  # the rest would otherwise sit unread
                     await self._drain(receive)
-                raise InvalidArgumentError(
-                    f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
-                    f"{limit} bytes. Use --http-max-input-size to increase the limit."
-                )
+                raise _over_limit(limit)
             chunks += chunk
         return bytes(chunks)
 
