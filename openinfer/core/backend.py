@@ -91,6 +91,12 @@ class ModelInstance(abc.ABC):
     def healthy(self) -> bool:
         return True
 
+    async def not_ready_reason(self) -> str | None:
+        """Why the instance cannot serve now, or None when it can. Backends whose models run
+        a readiness check of their own (a process that may die, a model's `is_ready()`)
+        answer here; the model-readiness query asks every instance."""
+        return None if self.healthy else f"instance '{self.spec.name}' is not healthy"
+
     def on_failure(self, callback: Callable[[], Awaitable[None]]) -> None:
         """Register a coroutine to run when the instance dies outside a request."""
 

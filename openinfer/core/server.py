@@ -126,6 +126,19 @@ class InferenceServer:
             return False
         return all(instance.healthy for instance in model.instances) or bool(model.instances)
 
+    async def model_readiness(self, name: str, version: str = "") -> bool:
+        """`model_ready`, with every instance asked as well (a dead worker process, a model's
+        own `is_ready()`); a not-ready answer is logged with its reason, as Triton logs it."""
+        if not self.model_ready(name, version):
+            return False
+        model = self.repository.get(name, version)
+        for instance in model.instances:
+            reason = await instance.not_ready_reason()
+            if reason is not None:
+                log.error("Model '%s' version %s is not ready: %s", name, model.version_str, reason)
+                return False
+        return True
+
     # ------------------------------------------------------------------ metadata
     def metadata(self) -> ServerMetadata:
         return ServerMetadata(self.options.server_id, TRITON_PROTOCOL_VERSION, list(EXTENSIONS))

@@ -170,7 +170,7 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return pb.ServerReadyResponse(ready=self.server.ready())
 
     async def ModelReady(self, request, context):
-        return pb.ModelReadyResponse(ready=self.server.model_ready(request.name, request.version))
+        return pb.ModelReadyResponse(ready=await self.server.model_readiness(request.name, request.version))
 
     async def ServerMetadata(self, request, context):
         meta = self.server.metadata()

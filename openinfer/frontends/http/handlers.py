@@ -56,7 +56,7 @@ def install(app: HttpApp) -> None:
 
     async def model_ready(req: HttpRequest) -> HttpResponse:
         name, version = _model_args(req)
-        if not server.model_ready(name, version):  # unknown and unloaded models too, as Triton
+        if not await server.model_readiness(name, version):  # unknown and unloaded too, as Triton
             return error_response(400, "Model version not ready")
         return HttpResponse(200, b"", list(TEXT))
 
