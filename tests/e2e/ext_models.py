@@ -95,7 +95,7 @@ class TritonPythonModel:
             text = np.array([params.encode()], dtype=np.object_)
             responses.append(pb_utils.InferenceResponse(
                 output_tensors=[pb_utils.Tensor("OUTPUT0", text)],
-                parameters={"echo_count": len(json.loads(params)), "flag": True, "label": "ok", "ratio": 0.5}))
+                parameters={"echo_count": len(json.loads(params)), "flag": True, "label": "ok", "ratio": "0.5"}))
         return responses
 """
 

@@ -73,6 +73,28 @@ class TritonPythonModel:
         return []
 '''
 
+# A decoupled model in the server process: answers from a thread of its own, then FINAL.
+COUNTDOWN = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            sender = request.get_response_sender()
+
+            def answer(data=data, sender=sender):
+                for step in range(3):
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", data + step)]))
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+            threading.Thread(target=answer).start()
+        return None
+'''
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
@@ -81,7 +103,7 @@ def server(tmp_path_factory):
     write_model(repo, "async_bls", IO + IN_PROCESS, ASYNC_BLS)
     write_model(repo, "sync_bls", IO + IN_PROCESS, SYNC_BLS)
     write_model(repo, "stream", IO.replace("max_batch_size: 8", "max_batch_size: 0")
-                + IN_PROCESS + "\nmodel_transaction_policy { decoupled: true }", DOUBLER)
+                + IN_PROCESS + "\nmodel_transaction_policy { decoupled: true }", COUNTDOWN)
     write_model(repo, "add_sub", (EXAMPLES / "add_sub" / "config.pbtxt").read_text(),
                 (EXAMPLES / "add_sub" / "1" / "model.py").read_text())
     with Server(repo) as running:
@@ -123,8 +145,25 @@ def test_async_business_logic_scripting_reaches_a_process_model(server):
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), [[2.0, 3.0, 4.0, 5.0]])
 
 
-def test_decoupled_models_are_refused_with_a_reason(server):
-    http = httpclient.InferenceServerClient(server.http_url)
-    index = {row["name"]: row for row in http.get_model_repository_index()}
-    assert index["stream"]["state"] == "UNAVAILABLE"
-    assert "cannot use execution_mode in_process" in index["stream"]["reason"]
+def test_decoupled_model_streams_from_its_own_thread(server):
+    """A decoupled model in the server process answers through its response sender, from a
+    thread it started, and the stream ends with its FINAL flag."""
+    import queue
+
+    answers: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    data = grpcclient.InferInput("INPUT0", [2], "FP32")
+    data.set_data_from_numpy(np.array([1.0, 2.0], dtype=np.float32))
+    client.async_stream_infer("stream", [data], enable_empty_final_response=True)
+    received = []
+    while True:
+        result, error = answers.get(timeout=30)
+        assert error is None, str(error)
+        response = result.get_response()
+        if response.outputs:
+            received.append(result.as_numpy("OUTPUT0").tolist())
+        if response.parameters["triton_final_response"].bool_param:
+            break
+    client.stop_stream()
+    assert received == [[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]]

@@ -5,7 +5,6 @@ every other model answer correctly.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +60,7 @@ ERRORS = [
     (1, "500", "RuntimeError: model exploded"),
     (2, "500", "Number of InferenceResponse objects do not match"),
     (7, "500", "InferenceResponse"),
-    (8, "500", "Number of InferenceResponse objects do not match"),
+    (8, "500", "returned no response for a request"),
     (12, "500", "complex128"),
     (13, "400", "declined"),
 ]
@@ -118,7 +117,8 @@ def test_model_killing_its_own_process(server, protocol):
     url = server.http_url if protocol is httpclient else server.grpc_url
     with pytest.raises(InferenceServerException) as info:
         call(url, 10, protocol)
-    assert "is not healthy (exit code 3)" in info.value.message()
+    assert info.value.message().endswith("Stub process 'faulty_0_0' is not healthy.")
+    assert "is not healthy (exit code 3)" in server.log()
     after_fault(server)
     assert httpclient.InferenceServerClient(server.http_url).is_model_ready("faulty")
 
@@ -134,10 +134,10 @@ def _children(pid: int) -> list[int]:
 def _worker_of(server: Server, model: str) -> int:
     for child in _children(server.process.pid):
         try:
-            if "openinfer.backends.python.worker" in Path(f"/proc/{child}/cmdline").read_text():
-                cwd = os.readlink(f"/proc/{child}/cwd")
-                if f"/{model}/" in cwd + "/":
-                    return child
+            arguments = Path(f"/proc/{child}/cmdline").read_text().split("\0")
+            # The worker's last argument names its instance, as `ps` shows it.
+            if "openinfer.backends.python.worker" in arguments and arguments[-2].startswith(f"{model}_"):
+                return child
         except OSError:
             continue
     raise AssertionError(f"no worker process for {model}")

@@ -1,179 +1,204 @@
 """Python models that opt out of their own process and run on the server's event loop.
 
 `parameters { key: "execution_mode" value { string_value: "in_process" } }` trades Triton's
-isolation for latency: no socket crossing and no process wake-ups, which is how MLServer's
-`parallel_workers: 0` and KServe run models. `execute` runs on the event loop, so it must be
-quick (a slow one delays every other request) and must not block: business logic scripting
-works through `await request.async_exec()` in an `async def execute`; the blocking `exec()`
-is refused. Decoupled models need their own process.
+isolation for latency: no channel crossing and no process wake-ups, which is how MLServer's
+`parallel_workers: 0` and KServe run models. The model is called through the same
+`ModelRunner` as in a worker, and reaches the same `ModelServices`; only the transport differs.
+`execute` runs on the event loop, so it must be quick and must not block: BLS works through
+`await request.async_exec()` in an `async def execute`, and the blocking calls (`exec()`,
+model loading) are refused with a message that says why.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import json
-import time
+import asyncio
+import threading
 from typing import Any
 
-from ...core import config as configs
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
-from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
-from . import pb_utils
+from ...core.types import InferRequest
+from . import convert, pb_utils
+from .pb_utils import _host
+from .runner import ModelRunner, Started, describe, wire_response
+from .services import ModelServices, model_log
+from .wire import Executed
 
 MODE_KEY = "execution_mode"
 IN_PROCESS = "in_process"
+
+#: Services an in-process model may call synchronously (they never wait for the event loop).
+_SYNC_SERVICES = frozenset({
+    "metric_family", "metric_create", "metric_increment", "metric_set", "metric_observe",
+    "metric_value", "metric_release", "metric_family_release",
+})
+
 
 def wants_in_process(ctx: ModelContext) -> bool:
     params = ctx.config.parameters
     return MODE_KEY in params and params[MODE_KEY].string_value == IN_PROCESS
 
 
-def _pb_request(request: InferRequest) -> pb_utils.InferenceRequest:
-    flags = (1 if request.sequence_start else 0) | (2 if request.sequence_end else 0)
-    return pb_utils.InferenceRequest._of_server(
-        request.model_name,
-        [pb_utils.Tensor._of_server(t.name, t.data, t.datatype) for t in request.inputs],  # type: ignore[arg-type]
-        [o.name for o in request.outputs] if request.outputs else [],
-        request.sequence_id,
-        request.id,
-        flags,
-        request.timeout_us,
-        dict(request.parameters) if request.parameters else {},
-    )
+class InProcessHost:
+    """`pb_utils`' host for one in-process instance: services are direct calls."""
+
+    blocking_forbidden = True
+
+    def __init__(self, services: ModelServices, loop: asyncio.AbstractEventLoop, decoupled: bool) -> None:
+        self.services = services
+        self.decoupled = decoupled
+        self.loop = loop
+        self.senders: dict[int, ResponseSender] = {}
+        self.requested: dict[int, list[str]] = {}
+
+    def call(self, kind: str, *args: Any) -> Any:
+        if kind not in _SYNC_SERVICES:
+            raise pb_utils.TritonModelException(
+                f"'{kind}' cannot be called by a model running in the server process: it would block "
+                "the server's event loop (run the model in its own process instead)"
+            )
+        try:
+            return getattr(self.services, kind)(*args)
+        except OpenInferError as exc:
+            raise pb_utils.TritonModelException(exc.message) from None
+
+    def stream(self, kind: str, *args: Any) -> Any:
+        return self.call(kind, *args)
+
+    async def call_async(self, kind: str, *args: Any) -> Any:
+        try:
+            return await self.services.handle(kind, args)
+        except OpenInferError as exc:
+            raise pb_utils.TritonModelException(exc.message) from None
+
+    def send_response(self, key: int, response: Any, final: bool) -> None:
+        wire = None if response is None else wire_response(response, self.requested.get(key))
+        if _on_loop(self.loop):
+            self._deliver(key, wire, final)
+        else:  # a thread the model started: the core's senders live on the loop
+            self.loop.call_soon_threadsafe(self._deliver, key, wire, final)
+
+    def _deliver(self, key: int, wire: Any, final: bool) -> None:
+        sender = self.senders.get(key)
+        if sender is None:
+            return
+        if final:
+            self.forget(key)
+        convert.respond(sender, wire, final, self.decoupled)
+
+    def forget(self, key: int) -> None:
+        self.senders.pop(key, None)
+        self.requested.pop(key, None)
+
+    def is_cancelled(self, key: int) -> bool:
+        sender = self.senders.get(key)
+        return sender is None or sender.closed
+
+    def log(self, level: int, message: str, filename: str, line: int) -> None:
+        model_log(level, message, filename, line)
 
 
-def _core_response(request: InferRequest, response: Any) -> InferResponse:
-    if not isinstance(response, pb_utils.InferenceResponse):
-        raise InternalError(
-            f"execute() must return pb_utils.InferenceResponse objects, got {type(response).__name__}"
-        )
-    error = response._error
-    if error is not None:
-        from .backend import _error_from_payload  # the one code table for TritonError codes
-
-        return InferResponse(request.model_name, "", request.id, error=_error_from_payload((error.code(), error.message())))
-    outputs = []
-    for tensor in response._outputs:
-        if not isinstance(tensor, pb_utils.Tensor):
-            raise InternalError(f"output tensors must be pb_utils.Tensor, got {type(tensor).__name__}")
-        array = tensor._array
-        outputs.append(Tensor(tensor._name, tensor._datatype, array.shape, array))
-    parameters = response._parameters
-    return InferResponse(request.model_name, "", request.id, outputs, dict(parameters) if parameters else {})
-
-
-def bls_request(payload: dict) -> InferRequest:
-    """The core request for a model's BLS call (`pb_utils.InferenceRequest`'s payload), whether
-    the calling model runs in a worker process or in the server."""
-    request = InferRequest(
-        model_name=payload["model_name"],
-        model_version=payload["model_version"],
-        id=payload["id"],
-        inputs=[Tensor(n, d, tuple(a.shape), a) for n, d, a in payload["inputs"]],
-        outputs=[RequestedOutput(n) for n in payload["outputs"]] if payload["outputs"] else None,
-        parameters=dict(payload["parameters"]),
-        timeout_us=payload["timeout"],
-    )
-    cid = payload["correlation_id"]
-    if cid:
-        request.sequence_id = cid
-        request.sequence_start = bool(payload["flags"] & 1)
-        request.sequence_end = bool(payload["flags"] & 2)
-    return request
-
-
-async def bls_in_process(server: Any, payload: dict, decoupled: bool) -> list[dict]:
-    """`async_exec` of an in-process model: call the core directly, on the same loop."""
-    request = bls_request(payload)
-
-    def as_payload(response: InferResponse) -> dict:
-        return {"outputs": [(t.name, t.datatype, t.data) for t in response.outputs], "parameters": response.parameters}
-
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:
-        if decoupled:
-            return [as_payload(r) async for r in server.infer_stream(request)]
-        return [as_payload(await server.infer(request))]
-    except OpenInferError as exc:
-        from .backend import _bls_error
-
-        return [_bls_error(exc)]
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return threading.current_thread() is threading.main_thread() and not loop.is_running()
 
 
 class InProcessInstance(ModelInstance):
     """A `TritonPythonModel` object living in the server process."""
 
-    def __init__(self, ctx: ModelContext, spec: InstanceSpec, model_class: type) -> None:
+    def __init__(self, ctx: ModelContext, spec: InstanceSpec, model_class: type, services: ModelServices) -> None:
         self.ctx = ctx
         self.spec = spec
-        self.model = model_class()
-        self._bls = functools.partial(bls_in_process, ctx.server)  # what pb_utils' BLS calls reach
+        self.runner = ModelRunner(model_class, spec.name)
+        self.host = InProcessHost(services, asyncio.get_event_loop(), ctx.decoupled)
+        self._keys = 0
+        self._background: set[asyncio.Task] = set()
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        token = _host.enter(self.host)
+        try:
+            result = fn(*args)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        finally:
+            _host.leave(token)
 
     async def start(self) -> None:
-        args = {
-            "model_config": json.dumps(configs.config_to_json(self.ctx.config)),
-            "model_instance_kind": "CPU",
-            "model_instance_name": self.spec.name,
-            "model_instance_device_id": str(self.spec.device_id),
-            "model_repository": str(self.ctx.model_dir),
-            "model_version": str(self.ctx.version),
-            "model_name": self.ctx.name,
-        }
-        init = getattr(self.model, "initialize", None)
-        if init is None:
-            return
         try:
-            result = init(args)
-            if inspect.isawaitable(result):
-                await result
+            await self._call(self.runner.initialize, convert.initialize_args(self.ctx, self.spec))
         except Exception as exc:
-            raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {type(exc).__name__}: {exc}") from exc
+            raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {describe(exc)}") from exc
+
+    async def not_ready_reason(self) -> str | None:
+        try:
+            ready = self.runner.check_ready(await self._call(self.runner.is_ready))
+        except Exception as exc:
+            return describe(exc)
+        return None if ready else f"Model '{self.spec.name}' is not ready (user-defined check failed)."
 
     async def execute(self, requests: list[InferRequest], senders: list[ResponseSender]) -> ExecutionTiming:
-        started = time.perf_counter_ns()
-        pb_requests = [_pb_request(r) for r in requests]
-        input_done = time.perf_counter_ns()
-        token = pb_utils._in_process_bls.set(self._bls)
-        try:
-            result = self.model.execute(pb_requests)
-            if type(result) is not list and inspect.isawaitable(result):  # async def execute
-                result = await result
-        except Exception as exc:
-            message = str(exc) if isinstance(exc, pb_utils.TritonModelException) else f"{type(exc).__name__}: {exc}"
-            for sender in senders:
-                sender.fail(InternalError(message))
-            return ExecutionTiming()
-        finally:
-            pb_utils._in_process_bls.reset(token)
-        infer_done = time.perf_counter_ns()
-        if not isinstance(result, (list, tuple)) or len(result) != len(requests):
-            got = len(result) if isinstance(result, (list, tuple)) else type(result).__name__
-            error = InternalError(
-                "Number of InferenceResponse objects do not match the number of InferenceRequest "
-                f"objects. InferenceRequest(s) size is:{len(requests)}, and InferenceResponse(s) size is:{got}"
-            )
-            for sender in senders:
-                sender.fail(error)
-            return ExecutionTiming()
-        for request, sender, response in zip(requests, senders, result):
+        timing = ExecutionTiming()
+        live = [(r, s) for r, s in zip(requests, senders) if not s.closed]
+        while live:
+            keys = []
+            for request, sender in live:
+                self._keys += 1
+                keys.append(self._keys)
+                self.host.senders[self._keys] = sender
+                if request.outputs:
+                    self.host.requested[self._keys] = [o.name for o in request.outputs]
+            wires = [convert.wire_request(r, k) for (r, _), k in zip(live, keys)]
+            token = _host.enter(self.host)
             try:
-                core = _core_response(request, response)
-            except OpenInferError as exc:
-                sender.fail(exc)
-                continue
-            if core.error is not None:
-                sender.fail(core.error)
+                batch = self.runner.start(wires)
+            finally:
+                _host.leave(token)
+            if asyncio.iscoroutine(batch.result):
+                if self.runner.decoupled:  # answers come through the senders; do not wait
+                    task = asyncio.ensure_future(self._background_run(batch))
+                    self._background.add(task)
+                    task.add_done_callback(self._background.discard)
+                    executed = self.runner.conclude(batch)
+                else:
+                    executed = await self._await(batch)
             else:
-                sender.send(core, final=True)
-        end = time.perf_counter_ns()
-        return ExecutionTiming(input_done - started, infer_done - input_done, end - infer_done)
+                executed = self.runner.conclude(batch)
+            self._conclude(executed, keys, live)
+            if executed.timing is not None:
+                timing = ExecutionTiming(*executed.timing)
+            again = set(executed.rescheduled)
+            live = [(r, s) for (r, s), k in zip(live, keys) if k in again and not s.closed]
+        return timing
+
+    async def _await(self, batch: Started) -> Executed:
+        token = _host.enter(self.host)
+        try:
+            return self.runner.conclude(batch, await batch.result)
+        except Exception as exc:
+            return self.runner.conclude(batch, None, exc)
+        finally:
+            _host.leave(token)
+
+    async def _background_run(self, batch: Started) -> None:
+        executed = await self._await(batch)
+        if executed.error is not None:
+            self.host.log(pb_utils.LogLevel.ERROR, executed.error, "", 0)
+            for wire in batch.wires:
+                sender = self.host.senders.pop(wire.key, None)
+                if sender is not None:
+                    sender.fail(InternalError(executed.error))
+
+    def _conclude(self, executed: Executed, keys: list[int], live: list[tuple[InferRequest, ResponseSender]]) -> None:
+        if executed.error is not None:
+            self.host.log(pb_utils.LogLevel.ERROR, executed.error, "", 0)
+        convert.deliver(executed, keys, [r for r, _ in live], [s for _, s in live], self.host.forget)
 
     async def stop(self) -> None:
-        finalize = getattr(self.model, "finalize", None)
-        if finalize is not None:
-            result = finalize()
-            if inspect.isawaitable(result):
-                await result
+        for task in list(self._background):
+            task.cancel()
+        await self._call(self.runner.finalize)

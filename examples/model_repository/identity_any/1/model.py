@@ -15,9 +15,10 @@ class TritonPythonModel:
         for request in requests:
             outputs = []
             for tensor in request.inputs():
-                kind = tensor.name()[len("INPUT_"):]
-                # BF16 has no numpy type: keep its declared type so it is not taken for UINT16.
-                dtype = "BF16" if kind == "BF16" else None
-                outputs.append(pb_utils.Tensor(f"OUTPUT_{kind}", tensor.as_numpy(), dtype) if dtype else pb_utils.Tensor(f"OUTPUT_{kind}", tensor.as_numpy()))
+                name = "OUTPUT_" + tensor.name()[len("INPUT_"):]
+                if self.types[tensor.name()] == "TYPE_STRING":  # DLPack has no strings
+                    outputs.append(pb_utils.Tensor(name, tensor.as_numpy()))
+                else:  # BF16 has no numpy type: DLPack carries every other type as it is
+                    outputs.append(pb_utils.Tensor.from_dlpack(name, tensor))
             responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
         return responses

@@ -1,0 +1,147 @@
+"""Core objects <-> wire records, and the one table between TritonError codes and core codes.
+
+Server side only: the worker never sees core types, and the in-process path uses these same
+functions, so a request or response means the same on both paths.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...core.errors import ErrorCode, OpenInferError, error_from_code
+from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from .wire import WireRequest, WireResponse
+
+#: TritonError codes (TRITONSERVER_Error_Code numbers) in order.
+CODES = [
+    ErrorCode.UNKNOWN,
+    ErrorCode.INTERNAL,
+    ErrorCode.NOT_FOUND,
+    ErrorCode.INVALID_ARG,
+    ErrorCode.UNAVAILABLE,
+    ErrorCode.UNSUPPORTED,
+    ErrorCode.ALREADY_EXISTS,
+    ErrorCode.CANCELLED,
+]
+_NUMBERS = {code: number for number, code in enumerate(CODES)}
+_INTERNAL = _NUMBERS[ErrorCode.INTERNAL]
+
+
+def error_of(code: int, message: str) -> OpenInferError:
+    """A model's TritonError as a core error; an unknown code is Triton's 'unrecognized' one."""
+    if 0 <= code < len(CODES):
+        return error_from_code(CODES[code], message)
+    return error_from_code(ErrorCode.INTERNAL, f"unrecognized error code: {message}")
+
+
+def triton_error(error: BaseException) -> tuple[int, str]:
+    if isinstance(error, OpenInferError):
+        return _NUMBERS[error.code], error.message
+    return _INTERNAL, str(error)
+
+
+def wire_request(request: InferRequest, key: int) -> WireRequest:
+    """A core request as `execute` will receive it."""
+    flags = (1 if request.sequence_start else 0) | (2 if request.sequence_end else 0)
+    return WireRequest(
+        key,
+        request.model_name,
+        request.model_version,
+        request.id,
+        [(t.name, t.datatype, t.data) for t in request.inputs],  # type: ignore[misc]
+        [o.name for o in request.outputs] if request.outputs else [],
+        request.parameters,
+        request.sequence_id,
+        flags,
+        request.timeout_us,
+    )
+
+
+def core_request(wire: WireRequest) -> InferRequest:
+    """A model's BLS request as a core request."""
+    request = InferRequest(
+        model_name=wire.model_name,
+        model_version=wire.model_version,
+        id=wire.id,
+        inputs=[Tensor(n, d, tuple(a.shape), a) for n, d, a in wire.inputs],
+        outputs=[RequestedOutput(n) for n in wire.outputs] if wire.outputs else None,
+        parameters=dict(wire.parameters),
+        timeout_us=wire.timeout,
+    )
+    if wire.correlation_id:
+        request.sequence_id = wire.correlation_id
+        request.sequence_start = bool(wire.flags & 1)
+        request.sequence_end = bool(wire.flags & 2)
+    return request
+
+
+def core_response(wire: WireResponse, request: InferRequest) -> InferResponse:
+    """A model's answer as the core response to `request`."""
+    if wire.error is not None:
+        return InferResponse(request.model_name, "", request.id, error=error_of(*wire.error))
+    outputs = [Tensor(name, datatype, array.shape, array) for name, datatype, array in wire.outputs]
+    return InferResponse(request.model_name, "", request.id, outputs, dict(wire.parameters) if wire.parameters else {})
+
+
+def wire_response(response: InferResponse) -> WireResponse:
+    """A core response (a BLS answer) as the model will read it."""
+    if response.error is not None:
+        return WireResponse([], {}, triton_error(response.error))
+    return WireResponse([(t.name, t.datatype, t.data) for t in response.outputs], response.parameters)  # type: ignore[misc]
+
+
+def initialize_args(ctx: Any, spec: Any) -> dict[str, str]:
+    """The `args` dict `initialize` receives, with Triton's keys."""
+    from ..._proto import model_config_pb2 as mc
+    from ...core import config as configs
+
+    kinds = {mc.ModelInstanceGroup.KIND_CPU: "CPU", mc.ModelInstanceGroup.KIND_GPU: "GPU"}
+    return {
+        "model_config": json.dumps(configs.config_to_json(ctx.config)),
+        "model_instance_kind": kinds.get(spec.kind, "CPU"),
+        "model_instance_name": spec.name,
+        "model_instance_device_id": str(spec.device_id),
+        "model_repository": str(ctx.model_dir),
+        "model_version": str(ctx.version),
+        "model_name": ctx.name,
+    }
+
+
+def deliver(executed: Any, keys: list[int], requests: list[InferRequest], senders: list[Any], forget: Any) -> None:
+    """Answer a batch as the model's `Executed` says: an error fails every request; a returned
+    response ends its request; a None leaves it to the request's response sender (or, when the
+    model released it with RESCHEDULE, to the next `execute`). `forget(key)` drops a key's
+    sender once nothing more may arrive for it."""
+    if executed.error is not None:
+        error = error_from_code(ErrorCode.INTERNAL, executed.error)
+        for key, sender in zip(keys, senders):
+            forget(key)
+            sender.fail(error)
+        return
+    if executed.responses is None:  # decoupled: every answer comes through the senders
+        return
+    rescheduled = set(executed.rescheduled)
+    for key, request, sender, wire in zip(keys, requests, senders, executed.responses):
+        if wire is None:
+            if key in rescheduled:
+                forget(key)
+            continue
+        forget(key)
+        response = core_response(wire, request)
+        if response.error is not None:
+            sender.fail(response.error)
+        else:
+            sender.send(response, final=True)
+
+
+def respond(sender: Any, wire: WireResponse | None, final: bool, decoupled: bool) -> None:
+    """A response a model sent through a request's response sender."""
+    if wire is None:
+        sender.send(None, final=final)
+        return
+    response = core_response(wire, sender.request)
+    if response.error is not None and not decoupled:
+        sender.fail(response.error)
+    else:
+        sender.send(response, final=final)

@@ -1,0 +1,294 @@
+"""An instance of a Python model in its own worker process, as Triton runs every instance.
+
+A worker that dies fails only the requests it held, with Triton's words; the instance then
+reports not ready and is started again by the next request, which fails (as in Triton), so the
+one after it is served by the new process. The server and the other models never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...core.backend import InstanceSpec, ModelContext, ModelInstance
+from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
+from ...core.responses import ResponseSender
+from ...core.stats import ExecutionTiming
+from ...core.types import InferRequest
+from . import convert
+from .services import ModelServices, model_log
+from .wire import (
+    Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
+    Reply, Respond,
+)
+from .worker_process import WorkerProcess
+
+if TYPE_CHECKING:
+    from .backend import PythonBackend
+
+log = logging.getLogger("openinfer.python")
+
+#: How long a readiness check waits for the model's own `is_ready()`.
+READY_TIMEOUT_S = 5.0
+
+
+class _Batch:
+    """A batch the worker is running: what is answered when it reports `Executed`."""
+
+    __slots__ = ("future", "requests", "senders")
+
+    def __init__(self, future: asyncio.Future, requests: list[InferRequest], senders: list[ResponseSender]) -> None:
+        self.future, self.requests, self.senders = future, requests, senders
+
+
+class PythonInstance(ModelInstance):
+    """One instance of a Python model: its worker process, and the requests in flight there.
+
+    The worker runs `execute` calls one at a time, in order, so a second batch can wait in its
+    queue: the process never idles between batches (Triton's one-batch-per-instance contract
+    holds inside the process)."""
+
+    pipeline_depth = 2
+
+    def __init__(self, ctx: ModelContext, spec: InstanceSpec, backend: PythonBackend, services: ModelServices) -> None:
+        self.ctx = ctx
+        self.spec = spec
+        self.name = spec.name
+        self.backend = backend
+        self.services = services
+        self.worker: WorkerProcess | None = None
+        self._keys = itertools.count()
+        self._batches: dict[int, _Batch] = {}
+        #: Every request the worker may still answer through a response sender, by key.
+        self._senders: dict[int, ResponseSender] = {}
+        self._calls: dict[int, asyncio.Task] = {}
+        self._ready = asyncio.Event()
+        self._restarting: asyncio.Task | None = None
+        self._stopping = False
+        self.has_is_ready = False
+        params = ctx.config.parameters
+        timeout = params["execute_timeout_secs"].string_value if "execute_timeout_secs" in params else ""
+        self.execute_timeout = float(timeout) if timeout else None
+
+    # --------------------------------------------------------------- lifecycle
+    async def start(self, worker: WorkerProcess | None = None) -> None:
+        if worker is None:
+            worker = await self.backend.start_worker(self)
+        worker.owner = self
+        try:
+            self.has_is_ready = bool(await worker.call(Initialize(convert.initialize_args(self.ctx, self.spec)), timeout=600))
+        except OpenInferError as exc:
+            await worker.kill()
+            raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {exc.message}") from None
+        # Only an initialized worker is the instance's: one that dies while initializing must
+        # not start a restart of its own (a model that cannot initialize would respawn forever).
+        self.worker = worker
+        self._ready.set()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._restarting is not None:
+            self._restarting.cancel()
+        if self.worker is not None:
+            await self.worker.close(Finalize(), timeout=30)
+
+    @property
+    def healthy(self) -> bool:
+        return self.worker is not None and not self.worker.dead
+
+    async def not_ready_reason(self) -> str | None:
+        """Why the instance cannot serve now (None when it can): a dead process, or the
+        model's own `is_ready()` answering False, raising, or not answering in time."""
+        worker = self.worker
+        if worker is None or worker.dead:
+            return f"Stub process '{self.name}' is not healthy."
+        if not self.has_is_ready:
+            return None
+        try:
+            ready = await worker.call(CheckReady(), timeout=READY_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return "Timed out waiting for user-defined is_ready() response"
+        except OpenInferError as exc:
+            return exc.message
+        return None if ready else f"Model '{self.name}' is not ready (user-defined check failed)."
+
+    def worker_died(self, worker: WorkerProcess, code: int | None) -> None:
+        if worker is not self.worker:
+            return
+        self._ready.clear()
+        held = bool(self._batches or self._senders)
+        error = InternalError(self._death_message())
+        for batch in self._batches.values():
+            if not batch.future.done():
+                batch.future.set_exception(error)
+        self._batches.clear()
+        for sender in self._senders.values():
+            sender.fail(error)
+        self._senders.clear()
+        for task in self._calls.values():
+            task.cancel()
+        self._calls.clear()
+        if not self._stopping:
+            log.error("Stub process '%s' is not healthy (exit code %s).", self.name, code)
+            if held:  # the execution it broke restarts it, as in Triton; an idle one waits
+                self._restart()
+
+    def _death_message(self) -> str:
+        return (
+            f"Failed to process the request(s) for model instance '{self.name}', message: "
+            f"Stub process '{self.name}' is not healthy."
+        )
+
+    def _restart(self) -> None:
+        """Start a new worker in the background (once); requests wait for it to be ready."""
+        if self._restarting is None or self._restarting.done():
+            self._restarting = asyncio.ensure_future(self._restart_loop())
+
+    async def _restart_loop(self) -> None:
+        delay = 0.5
+        while not self._stopping:
+            try:
+                await self.start()
+                log.info("Stub process '%s' restarted", self.name)
+                return
+            except Exception as exc:
+                log.error("restart of stub process '%s' failed: %s", self.name, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10)
+
+    # ---------------------------------------------------------------- execute
+    async def execute(self, requests: list[InferRequest], senders: list[ResponseSender]) -> ExecutionTiming:
+        worker = self.worker
+        if worker is not None and worker.dead:
+            await worker.reaped.wait()
+            if self._restarting is None or self._restarting.done():
+                # It died while idle: this request fails and starts a new process, as in Triton.
+                self._restart()
+                raise InternalError(self._death_message())
+        if not self._ready.is_set():
+            await asyncio.wait_for(self._ready.wait(), 60)
+            worker = self.worker
+        assert worker is not None
+        # Requests whose caller left while they waited (a batcher's queue) are dropped here.
+        live = [(r, s) for r, s in zip(requests, senders) if not s.closed]
+        timing = ExecutionTiming()
+        while live:
+            requests, senders = [r for r, _ in live], [s for _, s in live]
+            executed = await self._run(worker, requests, senders)
+            if executed.timing is not None:
+                timing = ExecutionTiming(*executed.timing)
+            # Requests released with RESCHEDULE go back to `execute`, still unanswered.
+            again = set(executed.rescheduled)
+            live = [(r, s) for r, s, k in zip(requests, senders, executed.keys) if k in again and not s.closed]
+        return timing
+
+    async def _run(self, worker: WorkerProcess, requests: list[InferRequest], senders: list[ResponseSender]) -> Any:
+        batch_id = next(self._keys)
+        wires = []
+        for request, sender in zip(requests, senders):
+            key = next(self._keys)
+            self._senders[key] = sender
+            sender.on_cancel = lambda key=key: self._cancel(worker, key)
+            wires.append(convert.wire_request(request, key))
+        keys = [w.key for w in wires]
+        future: asyncio.Future[Executed] = asyncio.get_running_loop().create_future()
+        self._batches[batch_id] = _Batch(future, requests, senders)
+        worker.send(Execute(batch_id, wires))
+        try:
+            executed = await asyncio.wait_for(future, self.execute_timeout)
+        except asyncio.CancelledError:  # the caller went away: the worker skips or flags the work
+            self._batches.pop(batch_id, None)
+            for sender in senders:
+                sender.cancel()
+            raise
+        except asyncio.TimeoutError:
+            self._batches.pop(batch_id, None)
+            for key in keys:  # these fail with the timeout, not with the process they outlived
+                self._senders.pop(key, None)
+            await worker.kill()  # a hung model: its process goes, the instance restarts
+            self._restart()
+            raise UnavailableError(
+                f"model '{self.ctx.name}' instance '{self.name}' did not finish within "
+                f"{self.execute_timeout}s; the instance was restarted"
+            ) from None
+        self._conclude(executed, keys, requests, senders)
+        return _Outcome(executed.timing, executed.rescheduled, keys)
+
+    def _conclude(self, executed: Executed, keys: list[int], requests: list[InferRequest], senders: list[ResponseSender]) -> None:
+        if executed.error is not None:
+            log.error("%s", executed.error)
+        convert.deliver(executed, keys, requests, senders, self._forget)
+
+    def _forget(self, key: int) -> None:
+        self._senders.pop(key, None)
+
+    def _cancel(self, worker: WorkerProcess, key: int) -> None:
+        """Tell the worker a request's caller is gone: queued, it is skipped; running, the
+        model's `is_cancelled()` turns true."""
+        self._senders.pop(key, None)
+        try:
+            worker.send(Cancel([key]))
+        except OpenInferError:
+            pass  # the worker is gone, and the work with it
+
+    # --------------------------------------------------------------- dispatch
+    def dispatch(self, worker: WorkerProcess, message: Any) -> None:
+        kind = type(message)
+        if kind is Executed:
+            batch = self._batches.pop(message.batch_id, None)
+            if batch is not None and not batch.future.done():
+                batch.future.set_result(message)
+        elif kind is Respond:
+            self._respond(message)
+        elif kind is Call:
+            self._calls[message.call_id] = asyncio.ensure_future(self._serve(worker, message))
+        elif kind is CancelCall:
+            task = self._calls.pop(message.call_id, None)
+            if task is not None:
+                task.cancel()
+        elif kind is Log:
+            model_log(message.level, message.message, message.filename, message.line)
+        elif kind is Done or kind is Failed:
+            worker.answered(message)
+
+    def _respond(self, message: Respond) -> None:
+        sender = self._senders.get(message.key)
+        if sender is None:
+            return
+        if message.final:
+            self._senders.pop(message.key, None)
+        convert.respond(sender, message.response, message.final, self.ctx.decoupled)
+
+    async def _serve(self, worker: WorkerProcess, call: Call) -> None:
+        """A model's service call, answered with one `Reply` (or one per streamed answer)."""
+        try:
+            if call.kind in self.services.STREAMS:
+                final = False
+                async for payload, final in self.services.stream(call.kind, call.args):
+                    worker.send(Reply(call.call_id, payload, final))
+                if not final:
+                    worker.send(Reply(call.call_id, None, True))
+            else:
+                worker.send(Reply(call.call_id, await self.services.handle(call.kind, call.args), True))
+        except asyncio.CancelledError:
+            _send_quietly(worker, Reply(call.call_id, None, True))
+        except Exception as exc:
+            _send_quietly(worker, Reply(call.call_id, None, True, convert.triton_error(exc)))
+        finally:
+            self._calls.pop(call.call_id, None)
+
+
+class _Outcome:
+    __slots__ = ("keys", "rescheduled", "timing")
+
+    def __init__(self, timing: Any, rescheduled: list[int], keys: list[int]) -> None:
+        self.timing, self.rescheduled, self.keys = timing, rescheduled, keys
+
+
+def _send_quietly(worker: WorkerProcess, message: Any) -> None:
+    try:
+        worker.send(message)
+    except OpenInferError:
+        pass  # the worker is gone: nobody waits for the answer

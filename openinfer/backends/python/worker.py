@@ -1,0 +1,305 @@
+"""A Python model's own process, as Triton's stub: imports `model.py`, runs it, answers over
+the channel.
+
+Run as `python -m openinfer.backends.python.worker <fd> <inbound ring> <outbound ring>`; the fd
+is one end of a socketpair. Three threads:
+- the reader receives every message, routes service answers to whichever thread waits for
+  them and marks cancelled requests at once;
+- the main thread runs the model's methods one call at a time, in order (Triton's contract for
+  an instance);
+- an event loop thread, started on first use, runs coroutines: an `async def execute` of a
+  decoupled model runs there in the background, so several overlap as in Triton.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import socket
+import sys
+import threading
+import traceback
+from typing import Any
+
+from ..._malloc import tune_malloc
+from . import ipc, pb_utils
+from .pb_utils import _host
+from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model, wire_response
+from .wire import (
+    AutoComplete, Call, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize,
+    Load, Log, Reply, Respond, WireResponse,
+)
+from .wire import Cancel as CancelMessage
+
+
+class _Stream:
+    """The answers of one streaming service call, as (payload, final) pairs."""
+
+    def __init__(self, host: WorkerHost, call_id: int, answers: queue.Queue) -> None:
+        self._host, self._call_id, self._answers = host, call_id, answers
+
+    def __iter__(self):
+        try:
+            while True:
+                reply: Reply = self._answers.get()
+                if reply.error is not None:
+                    raise pb_utils.TritonModelException(reply.error[1])
+                yield reply.payload, reply.final
+                if reply.final:
+                    return
+        finally:
+            self._host._forget_call(self._call_id)
+
+    def cancel(self) -> None:
+        self._host.channel.send(CancelCall(self._call_id))
+
+
+class WorkerHost:
+    """`pb_utils`' host in a worker process: every service is a message to the server."""
+
+    blocking_forbidden = False
+
+    def __init__(self, channel: ipc.BlockingChannel) -> None:
+        self.channel = channel
+        self._ids = itertools.count()
+        self._waiting: dict[int, queue.Queue] = {}
+        self._lock = threading.Lock()
+        #: Keys of requests received and not yet finished; and those whose caller left.
+        self.active: set[int] = set()
+        self.cancelled: set[int] = set()
+        #: The outputs each live request asked for (responses leave out the others).
+        self.requested: dict[int, list[str]] = {}
+
+    # -- services
+    def _open(self, kind: str, args: tuple) -> tuple[int, queue.Queue]:
+        call_id = next(self._ids)
+        answers: queue.Queue = queue.Queue()
+        with self._lock:
+            self._waiting[call_id] = answers
+        self.channel.send(Call(call_id, kind, args))
+        return call_id, answers
+
+    def _forget_call(self, call_id: int) -> None:
+        with self._lock:
+            self._waiting.pop(call_id, None)
+
+    def call(self, kind: str, *args: Any) -> Any:
+        call_id, answers = self._open(kind, args)
+        try:
+            reply: Reply = answers.get()
+        finally:
+            self._forget_call(call_id)
+        if reply.error is not None:
+            raise pb_utils.TritonModelException(reply.error[1])
+        return reply.payload
+
+    def stream(self, kind: str, *args: Any) -> _Stream:
+        call_id, answers = self._open(kind, args)
+        return _Stream(self, call_id, answers)
+
+    async def call_async(self, kind: str, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, lambda: self.call(kind, *args))
+
+    def deliver(self, reply: Reply) -> None:
+        """The reader thread hands a service answer to the thread waiting for it."""
+        with self._lock:
+            answers = self._waiting.get(reply.call_id)
+        if answers is not None:
+            answers.put(reply)
+
+    # -- responses and cancellation
+    def send_response(self, key: int, response: Any, final: bool) -> None:
+        wire = None if response is None else _safe_wire(response, self.requested.get(key))
+        self.channel.send(Respond(key, wire, final))
+        if final:
+            self.finish([key])
+
+    def is_cancelled(self, key: int) -> bool:
+        return key in self.cancelled
+
+    def begin(self, requests: list) -> None:
+        with self._lock:
+            for request in requests:
+                self.active.add(request.key)
+                if request.outputs:
+                    self.requested[request.key] = request.outputs
+
+    def mark_cancelled(self, keys: list[int]) -> None:
+        with self._lock:
+            self.cancelled.update(k for k in keys if k in self.active)
+
+    def finish(self, keys: Any) -> None:
+        with self._lock:
+            for key in keys:
+                self.active.discard(key)
+                self.cancelled.discard(key)
+                self.requested.pop(key, None)
+
+    def log(self, level: int, message: str, filename: str, line: int) -> None:
+        self.channel.send(Log(level, message, filename, line))
+
+
+def _safe_wire(response: Any, requested: list[str] | None) -> WireResponse:
+    if not isinstance(response, pb_utils.InferenceResponse):
+        raise pb_utils.TritonModelException(
+            f"Expected an 'InferenceResponse' object, found type '{type(response)}'."
+        )
+    return wire_response(response, requested)
+
+
+class Worker:
+    def __init__(self, channel: ipc.BlockingChannel) -> None:
+        self.channel = channel
+        self.host = WorkerHost(channel)
+        self.tasks: queue.Queue[Any] = queue.Queue()
+        self.model_class: Any = None
+        self.runner: ModelRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --------------------------------------------------------------- threads
+    def reader(self) -> None:
+        try:
+            while True:
+                message = self.channel.receive()
+                kind = type(message)
+                if kind is Reply:
+                    self.host.deliver(message)
+                elif kind is CancelMessage:  # handled here, so a running execute sees it at once
+                    self.host.mark_cancelled(message.keys)
+                else:
+                    if kind is Execute:
+                        self.host.begin(message.requests)
+                    self.tasks.put(message)
+        except (EOFError, OSError):
+            self.tasks.put(None)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="openinfer-model-loop", daemon=True).start()
+        return self._loop
+
+    def _wait(self, value: Any) -> Any:
+        """The value of a model method, waiting on the loop thread if it is a coroutine."""
+        if asyncio.iscoroutine(value) or asyncio.isfuture(value):
+            return asyncio.run_coroutine_threadsafe(_awaited(value), self.loop).result()
+        return value
+
+    # ---------------------------------------------------------------- execute
+    def execute(self, message: Execute) -> None:
+        """Run a batch; requests cancelled while they waited in this process are skipped."""
+        runner = self.runner
+        assert runner is not None
+        skipped = [w.key for w in message.requests if w.key in self.host.cancelled]
+        for key in skipped:
+            self.channel.send(Respond(key, cancelled_response(), True))
+        self.host.finish(skipped)
+        live = [w for w in message.requests if w.key not in skipped]
+        if not live:
+            self.channel.send(Executed(message.batch_id, [None] * len(message.requests), None, []))
+            return
+        batch = runner.start(live)
+        if asyncio.iscoroutine(batch.result):
+            if runner.decoupled:  # Triton does not wait: responses come through the senders
+                future = asyncio.run_coroutine_threadsafe(_awaited(batch.result), self.loop)
+                future.add_done_callback(lambda f: self._background_done(batch, f))
+                self._report(message, runner.conclude(batch, None, None), live)
+                return
+            try:
+                result = self._wait(batch.result)
+                error = None
+            except Exception as exc:
+                result, error = None, exc
+            self._report(message, runner.conclude(batch, result, error), live)
+            return
+        self._report(message, runner.conclude(batch), live)
+
+    def _background_done(self, batch: Any, future: Any) -> None:
+        error = future.exception()
+        result = None if error is not None else future.result()
+        outcome = self.runner.conclude(batch, result, error)  # type: ignore[union-attr]
+        if outcome.error is not None:
+            self.host.log(pb_utils.LogLevel.ERROR, outcome.error, "", 0)
+            for wire in batch.wires:
+                if wire.key in self.host.active:
+                    self.channel.send(Respond(wire.key, WireResponse([], {}, (1, outcome.error)), True))
+            self.host.finish([w.key for w in batch.wires])
+
+    def _report(self, message: Execute, outcome: Executed, live: list) -> None:
+        responses = outcome.responses
+        if responses is not None and len(live) != len(message.requests):
+            by_key = dict(zip((w.key for w in live), responses))
+            responses = [by_key.get(w.key) for w in message.requests]
+        self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses))
+        if outcome.error is not None or not self.runner.decoupled:  # type: ignore[union-attr]
+            answered = [w.key for w, r in zip(live, outcome.responses or []) if r is not None]
+            self.host.finish(answered if outcome.error is None else [w.key for w in live])
+
+    # ------------------------------------------------------------------- loop
+    def run(self) -> None:
+        threading.Thread(target=self.reader, name="openinfer-reader", daemon=True).start()
+        _host.install(self.host)
+        while True:
+            message = self.tasks.get()
+            if message is None:
+                return
+            kind = type(message)
+            if kind is Execute:
+                self.execute(message)
+                continue
+            try:
+                if kind is Load:
+                    self.model_class = load_worker_model(message.path, message.backend_dir)
+                    self.channel.send(Done(None))
+                elif kind is AutoComplete:
+                    self.channel.send(Done(auto_complete(self.model_class, message.config)))
+                elif kind is Initialize:
+                    self.runner = ModelRunner(self.model_class, message.args["model_instance_name"])
+                    self._wait(self.runner.initialize(message.args))
+                    self.channel.send(Done(hasattr(self.runner.model, "is_ready")))
+                elif kind is CheckReady:
+                    runner = self.runner
+                    ready = True if runner is None else runner.check_ready(self._wait(runner.is_ready()))
+                    self.channel.send(Done(ready))
+                elif kind is Finalize:
+                    if self.runner is not None:
+                        self._wait(self.runner.finalize())
+                    self.channel.send(Done(None))
+                    return
+            except BaseException as exc:  # report with the traceback's last line, as Triton does
+                if kind is CheckReady:
+                    self.channel.send(Failed(describe(exc)))
+                    continue
+                detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+                self.channel.send(Failed(detail))
+
+
+async def _awaited(value: Any) -> Any:
+    return await value
+
+
+def main() -> None:
+    tune_malloc()
+    fd = int(sys.argv[1])
+    inbound_name, outbound_name = sys.argv[2], sys.argv[3]
+    sys.argv = [""]  # as in Triton's embedded interpreter: the model sees no arguments of ours
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(True)
+    inbound, outbound = ipc.Arena(inbound_name), ipc.Arena(outbound_name)
+    worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
+    try:
+        worker.run()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sock.close()
+        finally:
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

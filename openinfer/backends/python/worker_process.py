@@ -1,0 +1,175 @@
+"""The server's end of one worker process: spawning it, the channel, and what it answered.
+
+The process runs `python -m openinfer.backends.python.worker`; large tensors cross through
+two shared rings (`ipc.Arena`), everything else inside pickled `wire` messages. Answers go to
+the owner (an instance, or the loader that runs `auto_complete_config`) through `dispatch`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...core.errors import InvalidArgumentError, UnavailableError
+from . import ipc
+from .wire import Done, Failed
+
+log = logging.getLogger("openinfer.python")
+
+
+class WorkerOwner(Protocol):
+    name: str  # the instance name, as Triton names the stub
+
+    def dispatch(self, worker: WorkerProcess, message: Any) -> None: ...
+
+    def worker_died(self, worker: WorkerProcess, code: int | None) -> None: ...
+
+
+class WorkerProcess:
+    """One running worker: the process, its channel and the reader that dispatches answers."""
+
+    def __init__(self, owner: WorkerOwner, python: str | None = None) -> None:
+        self.owner = owner
+        self.python = python or sys.executable
+        self.process: asyncio.subprocess.Process | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.reader_task: asyncio.Task[None] | None = None
+        self.control: asyncio.Future[Any] | None = None
+        self.dead = False
+        self.exit_code: int | None = None
+        #: Set once the death is handled (exit code known, held requests failed).
+        self.reaped = asyncio.Event()
+        self._outbox: list[bytes] = []
+        #: Shared rings for large tensors: one per direction, mapped by both processes.
+        self.to_worker: ipc.Arena | None = None
+        self.from_worker: ipc.Arena | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    async def spawn(self, env_overrides: dict[str, str] | None = None) -> None:
+        parent, child = socket.socketpair()
+        self.to_worker = ipc.Arena.create(ipc.shm_prefix())
+        self.from_worker = ipc.Arena.create(ipc.shm_prefix())
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        root = str(Path(__file__).resolve().parents[3])
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env.update(env_overrides or {})
+        # The working directory is the server's, as Triton's stubs inherit it.
+        self.process = await asyncio.create_subprocess_exec(
+            self.python,
+            "-m",
+            "openinfer.backends.python.worker",
+            str(child.fileno()),
+            self.to_worker.name,
+            self.from_worker.name,
+            self.owner.name,  # unused by the worker: names the process in `ps`
+            pass_fds=[child.fileno()],
+            env=env,
+        )
+        child.close()
+        reader, self.writer = await asyncio.open_connection(sock=parent)
+        self.reader_task = asyncio.create_task(self._read_loop(reader))
+
+    async def call(self, message: Any, timeout: float | None = None) -> Any:
+        """A control message (load, auto_complete, initialize, ...) and its answer's value."""
+        loop = asyncio.get_running_loop()
+        self.control = loop.create_future()
+        self.send(message)
+        answer = await asyncio.wait_for(self.control, timeout)
+        if type(answer) is Failed:
+            raise InvalidArgumentError(answer.message)
+        return answer.value
+
+    def answered(self, message: Done | Failed) -> None:
+        if self.control is not None and not self.control.done():
+            self.control.set_result(message)
+
+    def send(self, message: Any) -> None:
+        """Queue a message; everything queued in one loop iteration goes out in one write."""
+        if self.dead or self.writer is None:
+            raise UnavailableError(f"Stub process '{self.owner.name}' is not healthy.")
+        if not self._outbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._outbox.extend(ipc.encode(message, self.to_worker))
+
+    def _flush(self) -> None:
+        frames, self._outbox = self._outbox, []
+        if self.writer is not None and not self.dead:
+            self.writer.write(b"".join(frames))
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        header = ipc._HEADER
+        try:
+            while True:
+                length, count = header.unpack(await reader.readexactly(header.size))
+                payload = await reader.readexactly(length)
+                buffers = await ipc.read_buffer_names_async(reader, count, self.from_worker) if count else []
+                self.owner.dispatch(self, ipc.decode(payload, buffers))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except Exception:
+            log.exception("worker channel of '%s' failed", self.owner.name)
+        await self._died()
+
+    async def _died(self) -> None:
+        self.dead = True
+        code = None
+        if self.process is not None:
+            try:
+                code = await asyncio.wait_for(self.process.wait(), 5)
+            except asyncio.TimeoutError:
+                self.process.kill()
+            ipc.cleanup_leftovers(self.process.pid)
+        self._release_arenas()
+        if self.control is not None and not self.control.done():
+            self.control.set_result(Failed(f"Stub process '{self.owner.name}' exited with code {code}"))
+        self.exit_code = code
+        try:
+            self.owner.worker_died(self, code)
+        finally:
+            self.reaped.set()
+
+    def forget_arena_names(self) -> None:
+        """Unlink the rings' names once both processes hold their mappings."""
+        for arena in (self.to_worker, self.from_worker):
+            if arena is not None:
+                arena.unlink()
+
+    def _release_arenas(self) -> None:
+        for arena in (self.to_worker, self.from_worker):
+            if arena is not None:
+                arena.close(unlink=True)
+        self.to_worker = self.from_worker = None
+
+    async def kill(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+        if self.reader_task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.reader_task), 5)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                pass
+
+    async def close(self, finalize: Any, timeout: float) -> None:
+        """Finalize the model (the `finalize` message) and let the process exit."""
+        try:
+            if not self.dead:
+                await self.call(finalize, timeout=timeout)
+        except Exception as exc:
+            log.error("finalize of '%s' failed: %s", self.owner.name, exc)
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+            if self.process is not None:
+                try:
+                    await asyncio.wait_for(self.process.wait(), timeout)
+                except asyncio.TimeoutError:
+                    self.process.kill()
