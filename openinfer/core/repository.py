@@ -419,7 +419,7 @@ class ModelRepository:
         model_dir = root / name
         model_dir.mkdir()
         for key, content in files.items():
-            relative = key[len("file:") :]
+            relative = key[len("file:") :].lstrip("/")  # Triton joins "/1/model.py" under the model
             invalid = InvalidArgumentError(
                 f"invalid file override path '{relative}': it must stay inside the model directory"
             )
@@ -446,8 +446,15 @@ class ModelRepository:
         backend_name = configs.resolve_backend(version_config, version_dir)
         backend = self.backends(backend_name) if backend_name else None
         if backend is None:
-            detail = f"'{backend_name}'" if backend_name else "(none given and none could be inferred)"
-            raise InvalidArgumentError(f"unable to find backend {detail} for model '{name}'")
+            if not backend_name:
+                raise InvalidArgumentError(
+                    f"unable to find backend (none given and none could be inferred) for model '{name}'"
+                )
+            # Triton's words when neither a backend library nor `<backend-directory>/<name>/model.py` exists.
+            raise InvalidArgumentError(
+                f"unable to find backend library for backend '{backend_name}', try specifying runtime on "
+                "the model configuration."
+            )
         ctx = ModelContext(
             name=name,
             version=version,

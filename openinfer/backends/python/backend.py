@@ -17,7 +17,7 @@ from ..._proto import model_config_pb2 as mc
 from ...core import config as configs
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
-from . import ipc
+from . import execution_env, ipc
 from .in_process import InProcessInstance, wants_in_process
 from .instance import PythonInstance
 from .runner import auto_complete, describe, load_model_class
@@ -27,13 +27,22 @@ from .worker_process import WorkerProcess
 
 log = logging.getLogger("openinfer.python")
 
+#: Characters Triton refuses in a stub's name (the model instance's, or the model's for
+#: auto-complete): the name reaches a process's command line.
+INVALID_STUB_CHARS = frozenset(";|&$`<>()[]{}\\\"'*?~#!")
+
+
+def check_stub_name(name: str) -> None:
+    if not name or INVALID_STUB_CHARS.intersection(name):
+        raise InvalidArgumentError("Invalid stub name: contains invalid characters")
+
 
 class _AutoCompleteOwner:
     """Owns the worker that runs `auto_complete_config` until instance 0 takes it over."""
 
     def __init__(self, ctx: ModelContext) -> None:
         self.ctx = ctx
-        self.name = f"{ctx.name}_autocomplete"
+        self.name = ctx.name
 
     def dispatch(self, worker: WorkerProcess, message: Any) -> None:
         if type(message) in (Done, Failed):
@@ -60,6 +69,20 @@ class PythonBackend(Backend):
         return services
 
     def _model_path(self, ctx: ModelContext) -> Path:
+        if wants_in_process(ctx) and execution_env.configured_path(ctx) is not None:
+            raise InvalidArgumentError(
+                f"model '{ctx.name}': {execution_env.PARAMETER} runs the model on its own interpreter, "
+                "in a worker process; the in_process execution mode cannot honour it"
+            )
+        if ctx.backend_name != self.name:  # a Python-based backend: one model.py for all its models
+            backends = ctx.backend_config.get("backend-directory", "/opt/tritonserver/backends")
+            path = Path(backends) / ctx.backend_name / "model.py"
+            if not path.is_file():
+                raise InvalidArgumentError(
+                    f"unable to find Python backend based backend library 'model.py' for model "
+                    f"'{ctx.name}', searched: '{path}'"
+                )
+            return path
         filename = configs.model_file(ctx.config, "python")
         path = ctx.version_dir / filename
         if not path.is_file():
@@ -82,11 +105,14 @@ class PythonBackend(Backend):
         return model_class
 
     async def start_worker(self, owner: Any) -> WorkerProcess:
-        worker = WorkerProcess(owner)
-        path = self._model_path(owner.ctx)
-        await worker.spawn()
+        ctx = owner.ctx
+        path = self._model_path(ctx)
+        env = await execution_env.prepare(ctx)  # None: the server's own interpreter
+        worker = WorkerProcess(owner, python=env.python if env is not None else None)
+        await worker.spawn(env.variables if env is not None else None)
+        backend_dir = str(path.parent) if ctx.backend_name != self.name else ""
         try:
-            await worker.call(Load(str(path), owner.ctx.name, ""), timeout=600)
+            await worker.call(Load(str(path), ctx.name, backend_dir, str(ctx.version_dir)), timeout=600)
             worker.forget_arena_names()  # both sides have them mapped: nothing can leak now
         except BaseException:
             await worker.kill()

@@ -29,10 +29,8 @@ _INTERNAL = _NUMBERS[ErrorCode.INTERNAL]
 
 
 def error_of(code: int, message: str) -> OpenInferError:
-    """A model's TritonError as a core error; an unknown code is Triton's 'unrecognized' one."""
-    if 0 <= code < len(CODES):
-        return error_from_code(CODES[code], message)
-    return error_from_code(ErrorCode.INTERNAL, f"unrecognized error code: {message}")
+    """A model's TritonError as a core error (a code outside Triton's table counts as INTERNAL)."""
+    return error_from_code(CODES[code] if 0 <= code < len(CODES) else ErrorCode.INTERNAL, message)
 
 
 def triton_error(error: BaseException) -> tuple[int, str]:

@@ -73,6 +73,11 @@ class Arena:
         self.head = end
         return f"@{position}:{end}"
 
+    def free(self) -> int:
+        """Bytes the sender could still put in the ring (its capacity less what is unread)."""
+        (consumed,) = _CONSUMED.unpack_from(self.region, 0)
+        return ARENA_SIZE - (self.head - consumed)
+
     def take(self, descriptor: str, size: int) -> bytearray:
         """Copy a buffer out of the ring and release its space to the sender."""
         position, end = (int(x) for x in descriptor[1:].split(":"))

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..._malloc import tune_malloc
 from . import ipc, pb_utils
-from .pb_utils import _host
+from .pb_utils import _host, c_module
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model, wire_response
 from .wire import (
     AutoComplete, Call, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize,
@@ -71,6 +71,8 @@ class WorkerHost:
         self.cancelled: set[int] = set()
         #: The outputs each live request asked for (responses leave out the others).
         self.requested: dict[int, list[str]] = {}
+        #: What `pb_utils.get_model_dir()` answers: the model's version folder (set by `Load`).
+        self.model_dir = ""
 
     # -- services
     def _open(self, kind: str, args: tuple) -> tuple[int, queue.Queue]:
@@ -252,6 +254,7 @@ class Worker:
                 continue
             try:
                 if kind is Load:
+                    self.host.model_dir = message.model_dir or os.path.dirname(os.path.abspath(message.path))
                     self.model_class = load_worker_model(message.path, message.backend_dir)
                     self.channel.send(Done(None))
                 elif kind is AutoComplete:
@@ -289,6 +292,8 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     inbound, outbound = ipc.Arena(inbound_name), ipc.Arena(outbound_name)
+    sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module names
+    sys.modules.setdefault("c_python_backend_utils", c_module.module(outbound.free))
     worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
     try:
         worker.run()
