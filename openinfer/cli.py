@@ -17,6 +17,20 @@ def parse_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
 
 
+def parse_cuda_pool(value: str) -> tuple[int, int]:
+    """`--cuda-memory-pool-byte-size <GPU device ID>:<pool byte size>`, refused in tritonserver's words."""
+    device, sep, size = value.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(
+            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
+            f"requires format <first>:<second>. Found: {value}"
+        )
+    try:
+        return int(device), int(size)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value '{value}': both sides must be integers") from None
+
+
 def _flag_bool(parser: argparse.ArgumentParser, name: str, default: bool, help: str) -> None:
     """A tritonserver-style boolean: `--flag`, `--flag true`, `--flag=off`."""
     parser.add_argument(name, type=parse_bool, nargs="?", const=True, default=default, help=help)
@@ -62,11 +76,21 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--disable-auto-complete-config", action="store_true")
     p.add_argument("--model-config-name", default=None)
     p.add_argument("--backend-config", action="append", default=[])
+    p.add_argument("--backend-directory", default="/opt/tritonserver/backends",
+                   help="where Python-based backends live: a model with backend: \"<name>\" that is not one of "
+                   "openinfer's own backends runs <backend-directory>/<name>/model.py")
     p.add_argument("--model-load-thread-count", type=int, default=4, help="accepted for compatibility")
     _flag_bool(p, "--strict-readiness", True, "ready only when every model is ready")
     _flag_bool(p, "--exit-on-error", True,
                "exit (code 1) when a model fails to load at start-up; false serves the models that loaded")
     p.add_argument("--exit-timeout-secs", type=float, default=30)
+    # Memory: accepted as tritonserver takes them; openinfer keeps no pinned or CUDA pool of its
+    # own, so they have no effect (nor do Triton's on a host without a GPU).
+    p.add_argument("--pinned-memory-pool-byte-size", type=int, default=1 << 28,
+                   help="accepted for compatibility: no effect (openinfer keeps no pinned memory pool)")
+    p.add_argument("--cuda-memory-pool-byte-size", type=parse_cuda_pool, action="append", default=[],
+                   metavar="<GPU device ID>:<pool byte size>",
+                   help="accepted for compatibility: no effect (openinfer keeps no CUDA memory pool)")
     # Extensions
     _flag_bool(p, "--allow-client-shm", False, "let clients register shared-memory regions")
     p.add_argument("--cache-config", action="append", default=[])

@@ -72,8 +72,10 @@ def _configure_extensions(server: InferenceServer, args: argparse.Namespace) -> 
     metrics.configure(args.metrics_settings)  # before models load: their stats get observers
 
 
-def _backend_config(specs: list[str]) -> dict[str, dict[str, str]]:
+def _backend_config(specs: list[str], backend_directory: str | None = None) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
+    if backend_directory:  # every backend sees it, as Triton passes it in each backend's cmdline config
+        out[""] = {"backend-directory": backend_directory}
     for spec in specs:
         backend, _, pair = spec.partition(",")
         key, _, value = pair.partition("=")
@@ -99,7 +101,7 @@ def build_server(args: argparse.Namespace) -> InferenceServer:
         poll_secs=args.repository_poll_secs if mode is ControlMode.POLL else 0,
         auto_complete=not (args.disable_auto_complete_config or args.strict_model_config),
         model_config_name=args.model_config_name,
-        backend_config=_backend_config(args.backend_config),
+        backend_config=_backend_config(args.backend_config, args.backend_directory),
         exit_timeout_secs=args.exit_timeout_secs,
     )
     options = ServerOptions(
@@ -109,7 +111,7 @@ def build_server(args: argparse.Namespace) -> InferenceServer:
         exit_timeout_secs=args.exit_timeout_secs,
         repository=repo_options,
     )
-    server = InferenceServer(options, BackendRegistry())
+    server = InferenceServer(options, BackendRegistry(backend_directory=args.backend_directory))
     _configure_extensions(server, args)
     return server
 

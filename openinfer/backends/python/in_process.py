@@ -45,6 +45,8 @@ class InProcessHost:
     """`pb_utils`' host for one in-process instance: services are direct calls."""
 
     blocking_forbidden = True
+    #: What `pb_utils.get_model_dir()` answers: the model's version folder.
+    model_dir = ""
 
     def __init__(self, services: ModelServices, loop: asyncio.AbstractEventLoop, decoupled: bool) -> None:
         self.services = services
@@ -115,6 +117,7 @@ class InProcessInstance(ModelInstance):
         self.spec = spec
         self.runner = ModelRunner(model_class, spec.name)
         self.host = InProcessHost(services, asyncio.get_event_loop(), ctx.decoupled)
+        self.host.model_dir = str(ctx.version_dir)  # what pb_utils.get_model_dir() answers
         self._keys = 0
         self._background: set[asyncio.Task] = set()
 

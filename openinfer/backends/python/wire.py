@@ -45,6 +45,8 @@ class Load(NamedTuple):
     path: str  # the model file
     model_name: str
     backend_dir: str  # where a Python-based backend's model.py lives ("" for a plain model)
+    #: The version folder `pb_utils.get_model_dir()` answers ("" means the model file's folder).
+    model_dir: str = ""
 
 
 class AutoComplete(NamedTuple):

@@ -14,6 +14,7 @@ from .dtypes import (
     triton_string_to_numpy,
     triton_to_numpy_type,
 )
+from . import _host
 from .errors import TritonError, TritonModelException
 from .loading import is_model_ready, load_model, unload_model
 from .logger import Logger, LogLevel
@@ -51,6 +52,15 @@ def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> 
     return None
 
 
+def get_model_dir() -> str:
+    """The model's version folder (`<repository>/<model>/<version>`), also for a model that runs a
+    Python-based backend's `model.py`."""
+    model_dir = getattr(_host.current(), "model_dir", None)
+    if not model_dir:
+        raise TritonModelException("get_model_dir() needs a running server: the model is not being served")
+    return model_dir
+
+
 def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
     for tensor in inference_response._outputs:
         if tensor._name == name:
@@ -66,8 +76,8 @@ __all__ = [
     "InferenceResponseSender", "InferenceTrace", "LogLevel", "Logger", "Metric", "MetricFamily",
     "MetricKind", "ModelConfig", "PreferredMemory", "ResponseIterator", "Tensor", "TritonError",
     "TritonModelException", "deserialize_bytes_tensor", "get_input_config_by_name",
-    "get_input_tensor_by_name", "get_output_config_by_name", "get_output_tensor_by_name",
-    "is_model_ready", "load_model", "numpy_to_triton_type", "serialize_byte_tensor",
-    "triton_string_to_numpy", "triton_to_numpy_type", "unload_model",
+    "get_input_tensor_by_name", "get_model_dir", "get_output_config_by_name",
+    "get_output_tensor_by_name", "is_model_ready", "load_model", "numpy_to_triton_type",
+    "serialize_byte_tensor", "triton_string_to_numpy", "triton_to_numpy_type", "unload_model",
     "using_decoupled_model_transaction_policy",
 ]
