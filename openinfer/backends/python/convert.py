@@ -133,13 +133,19 @@ def deliver(executed: Any, keys: list[int], requests: list[InferRequest], sender
             sender.send(response, final=True)
 
 
-def respond(sender: Any, wire: WireResponse | None, final: bool, decoupled: bool) -> None:
-    """A response a model sent through a request's response sender."""
+def respond(sender: Any, wire: WireResponse | None, final: bool, decoupled: bool) -> bool:
+    """A response a model sent through a request's response sender; True once the request is
+    over. A model that is not decoupled has one response: the first ends the request, and
+    whatever follows is dropped, as Triton's frontends drop it."""
     if wire is None:
         sender.send(None, final=final)
-        return
+        return final
     response = core_response(wire, sender.request)
-    if response.error is not None and not decoupled:
+    if decoupled:
+        sender.send(response, final=final)
+        return final
+    if response.error is not None:
         sender.fail(response.error)
     else:
-        sender.send(response, final=final)
+        sender.send(response, final=True)
+    return True

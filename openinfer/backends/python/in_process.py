@@ -86,9 +86,8 @@ class InProcessHost:
         sender = self.senders.get(key)
         if sender is None:
             return
-        if final:
+        if convert.respond(sender, wire, final, self.decoupled):
             self.forget(key)
-        convert.respond(sender, wire, final, self.decoupled)
 
     def forget(self, key: int) -> None:
         self.senders.pop(key, None)

@@ -257,9 +257,8 @@ class PythonInstance(ModelInstance):
         sender = self._senders.get(message.key)
         if sender is None:
             return
-        if message.final:
+        if convert.respond(sender, message.response, message.final, self.ctx.decoupled):
             self._senders.pop(message.key, None)
-        convert.respond(sender, message.response, message.final, self.ctx.decoupled)
 
     async def _serve(self, worker: WorkerProcess, call: Call) -> None:
         """A model's service call, answered with one `Reply` (or one per streamed answer)."""

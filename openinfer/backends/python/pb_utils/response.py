@@ -88,7 +88,9 @@ class InferenceResponseSender:
                 "Inference Response object must be provided when the response flags is set to zero."
             )
         self._count(response, flags)
-        self._host.send_response(self._key, response, bool(flags))
+        # A model that is not decoupled has one response: it ends the request on the server.
+        final = bool(flags) or (response is not None and not self._decoupled)
+        self._host.send_response(self._key, response, final)
 
     def _count(self, response: InferenceResponse | None, flags: int) -> None:
         """Triton's checks of what this request may still be sent."""
