@@ -23,7 +23,7 @@ from ...core.types import InferRequest
 from . import convert, pb_utils
 from .pb_utils import _host
 from .runner import ModelRunner, Started, describe, wire_response
-from .services import ModelServices, model_log
+from .services import ModelServices, log, model_log
 from .wire import Executed
 
 MODE_KEY = "execution_mode"
@@ -167,7 +167,12 @@ class InProcessInstance(ModelInstance):
                     task.add_done_callback(self._background.discard)
                     executed = self.runner.conclude(batch)
                 else:
-                    executed = await self._await(batch)
+                    try:
+                        executed = await self._await(batch, shielded=True)
+                    except asyncio.CancelledError:  # the caller left: nothing more goes to it
+                        for key in keys:
+                            self.host.forget(key)
+                        raise
             else:
                 executed = self.runner.conclude(batch)
             self._conclude(executed, keys, live)
@@ -177,9 +182,16 @@ class InProcessInstance(ModelInstance):
             live = [(r, s) for (r, s), k in zip(live, keys) if k in again and not s.closed]
         return timing
 
-    async def _await(self, batch: Started) -> Executed:
+    async def _await(self, batch: Started, shielded: bool = False) -> Executed:
+        """The outcome of an `async def execute`. `shielded`: a caller that leaves does not cancel
+        the model's coroutine, which sees `request.is_cancelled()` and ends as it would in a
+        worker process, instead of meeting CancelledError at whatever it awaits."""
         token = _host.enter(self.host)
         try:
+            if shielded:
+                running = asyncio.ensure_future(batch.result)
+                running.add_done_callback(_outcome_taken)
+                return self.runner.conclude(batch, await asyncio.shield(running))
             return self.runner.conclude(batch, await batch.result)
         except Exception as exc:
             return self.runner.conclude(batch, None, exc)
@@ -203,4 +215,13 @@ class InProcessInstance(ModelInstance):
     async def stop(self) -> None:
         for task in list(self._background):
             task.cancel()
-        await self._call(self.runner.finalize)
+        try:
+            await self._call(self.runner.finalize)
+        except Exception as exc:  # logged as a worker's failing finalize is; the unload goes on
+            log.error("finalize of '%s' failed: %s", self.spec.name, describe(exc))
+
+
+def _outcome_taken(task: asyncio.Future) -> None:
+    """A shielded execute whose caller left has no one to take its outcome: take it here."""
+    if not task.cancelled():
+        task.exception()

@@ -151,7 +151,7 @@ class ModelRunner:
         try:
             result = self.model.execute(requests)
             error = None
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a model fails its batch, as in Triton
             result, error = None, exc
         return Started(wires, requests, result, error, started, input_done)
 

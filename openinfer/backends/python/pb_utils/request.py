@@ -60,7 +60,7 @@ class InferenceRequest:
     __slots__ = (
         "_correlation_id", "_decoupled", "_flags", "_inputs", "_key", "_model_name",
         "_model_version", "_parameters", "_release_flags", "_request_id", "_requested", "_sender",
-        "_timeout", "_trace",
+        "_served_by", "_timeout", "_trace",
     )
 
     def __init__(
@@ -124,6 +124,8 @@ class InferenceRequest:
         self._decoupled = decoupled
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._trace = None
+        # Whoever runs the model now: a thread the model starts later has no context to find it.
+        self._served_by = _host.current()
 
     @classmethod
     def _of_wire(cls, wire: WireRequest, decoupled: bool) -> InferenceRequest:
@@ -177,11 +179,11 @@ class InferenceRequest:
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
-            self._sender = InferenceResponseSender(self._key, self._decoupled)
+            self._sender = InferenceResponseSender(self._key, self._decoupled, self._served_by)
         return self._sender
 
     def is_cancelled(self) -> bool:
-        return _host.current().is_cancelled(self._key)
+        return self._served_by.is_cancelled(self._key)
 
     def set_release_flags(self, flags: int) -> None:
         """`TRITONSERVER_REQUEST_RELEASE_RESCHEDULE` hands the request back to `execute` later."""

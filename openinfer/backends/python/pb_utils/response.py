@@ -13,11 +13,11 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 
 
 def parameters_json(parameters: Any) -> str:
-    """Request and response parameters as Triton keeps them: a JSON object of bool/int/str."""
+    """Request and response parameters as Triton keeps them: a JSON object of bool/int/str.
+    Only a dict (or None) is taken, as Triton's binding takes only those: JSON text, or an
+    empty list, is refused rather than read."""
     if parameters is None:
         return "{}"
-    if isinstance(parameters, str):  # already JSON (openinfer's own callers)
-        parameters = json.loads(parameters) if parameters else {}
     if not isinstance(parameters, dict):
         raise TritonModelException(f"Expect dict, got {type(parameters)}")
     for key, value in parameters.items():
@@ -44,7 +44,7 @@ class InferenceResponse:
         self._outputs = list(output_tensors) if output_tensors else []
         self._error = error
         #: Kept as a dict (checked as Triton checks it); `parameters()` gives the JSON text.
-        self._parameters: dict = json.loads(parameters_json(parameters)) if parameters else {}
+        self._parameters: dict = json.loads(parameters_json(parameters)) if parameters is not None else {}
 
     @classmethod
     def _of_server(cls, outputs: list[Tensor], error: TritonError | None, parameters: dict) -> InferenceResponse:
@@ -73,8 +73,9 @@ class InferenceResponseSender:
 
     __slots__ = ("_closed", "_decoupled", "_host", "_key", "_sent")
 
-    def __init__(self, key: int, decoupled: bool) -> None:
-        self._host = _host.current()  # threads the model starts to send from see no context
+    def __init__(self, key: int, decoupled: bool, host: _host.Host | None = None) -> None:
+        # The request's host: threads the model starts to send from see no context.
+        self._host = host if host is not None else _host.current()
         self._key = key
         self._decoupled = decoupled
         self._closed = False
