@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
-from ...core.errors import InvalidArgumentError, OpenInferError, UnsupportedError, status_of
+from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnsupportedError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
@@ -210,9 +210,17 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
                 empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
                 sent_final = False
                 async for response in self.server.infer_stream(core_request):
-                    reply = pb.ModelStreamInferResponse(infer_response=convert.to_response(response))
-                    reply.infer_response.parameters["triton_final_response"].bool_param = response.final
                     sent_final = sent_final or response.final
+                    if response.error is not None:  # a decoupled model's error response
+                        error = _as_open_infer_error(response.error)
+                        if error_mode:
+                            items.append(error) if ordered else outbox.put_nowait(error)
+                            continue
+                        reply = pb.ModelStreamInferResponse(error_message=error.message)
+                        reply.infer_response.id = message.id
+                    else:
+                        reply = pb.ModelStreamInferResponse(infer_response=convert.to_response(response))
+                        reply.infer_response.parameters["triton_final_response"].bool_param = response.final
                     if ordered:
                         items.append(reply)
                     else:
@@ -403,3 +411,7 @@ async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy
         raise OSError(f"failed to bind the gRPC server to {address} (address in use?)")
     await grpc_server.start()
     return grpc_server
+
+
+def _as_open_infer_error(error: BaseException) -> OpenInferError:
+    return error if isinstance(error, OpenInferError) else InternalError(str(error))

@@ -59,13 +59,14 @@ def protocol_name(number: int) -> str:
     return _PROTOCOL_NAMES[number] if 0 < number < len(_PROTOCOL_NAMES) else "INVALID"
 
 
-def serialize_byte_tensor(input_tensor: np.ndarray) -> np.ndarray | None:
-    """A BYTES tensor as one flat uint8 array of length-prefixed elements (row-major)."""
+def serialize_byte_tensor(input_tensor: np.ndarray) -> bytes | tuple | None:
+    """A BYTES tensor as length-prefixed elements in row-major order, returned as Triton's
+    helper returns them: `bytes`, `()` for an empty tensor, None for any other dtype."""
     if input_tensor.size == 0:
-        return np.empty([0], dtype=np.object_)
+        return ()
     if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
-        raise ValueError("cannot serialize bytes tensor: invalid datatype")
-    return np.frombuffer(datatypes.serialize_bytes(input_tensor), dtype=np.uint8)
+        return None
+    return datatypes.serialize_bytes(input_tensor)
 
 
 def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray:
