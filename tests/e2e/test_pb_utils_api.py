@@ -338,9 +338,11 @@ def test_models_that_cannot_load_say_why(server):
 def test_a_model_loads_and_unloads_models(server):
     found = ask(server, "api", "loading")
     client = httpclient.InferenceServerClient(server.http_url)
-    if server.in_process:
-        for key in ("before", "load", "bad_version", "reload_with_config", "load_files", "unload"):
+    if server.in_process:  # loading waits for the event loop the model runs on: refused
+        for key in ("load", "reload_with_config", "load_files", "unload"):
             assert found[key]["type"] == "TritonModelException" and REFUSED in found[key]["message"], key
+        assert found["before"] == {"value": False} and found["ready_self"] == {"value": True}
+        assert found["bad_version"]["message"].startswith("Failed to check model readiness: ")
         assert not client.is_model_ready("loadee")
         return
     assert found["before"] == {"value": False}

@@ -32,7 +32,7 @@ IN_PROCESS = "in_process"
 #: Services an in-process model may call synchronously (they never wait for the event loop).
 _SYNC_SERVICES = frozenset({
     "metric_family", "metric_create", "metric_increment", "metric_set", "metric_observe",
-    "metric_value", "metric_release", "metric_family_release",
+    "metric_value", "metric_release", "metric_family_release", "is_model_loaded",
 })
 
 
@@ -56,6 +56,8 @@ class InProcessHost:
         self.requested: dict[int, list[str]] = {}
 
     def call(self, kind: str, *args: Any) -> Any:
+        if kind == "is_model_ready":  # cannot wait for the instances' own checks on this loop
+            kind = "is_model_loaded"
         if kind not in _SYNC_SERVICES:
             raise pb_utils.TritonModelException(
                 f"'{kind}' cannot be called by a model running in the server process: it would block "

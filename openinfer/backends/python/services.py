@@ -140,21 +140,14 @@ class ModelServices:
         task.add_done_callback(self._unloads.discard)
 
     async def is_model_ready(self, name: str, version: str) -> bool:
-        if version:
-            try:
-                number = int(version)
-            except ValueError as exc:
-                raise InvalidArgumentError(
-                    f"Failed to check model readiness: failed to get model version from specified "
-                    f"version string '{version}' (details: {exc}), version should be an integral "
-                    "value > 0"
-                ) from None
-            if number <= 0:
-                raise InvalidArgumentError(
-                    f"Failed to check model readiness: failed to get model version from specified "
-                    f"version string '{version}', version should be an integral value > 0"
-                )
+        _check_version(version)
         return await self._server().model_readiness(name, version)
+
+    def is_model_loaded(self, name: str, version: str) -> bool:
+        """`is_model_ready` without asking the instances, for a caller that cannot wait
+        (a model running on the server's own event loop)."""
+        _check_version(version)
+        return self._server().model_ready(name, version)
 
     # ----------------------------------------------------------------- dispatch
     async def handle(self, kind: str, args: tuple) -> Any:
@@ -171,3 +164,21 @@ class ModelServices:
         if kind not in self.STREAMS:
             raise InvalidArgumentError(f"unknown model stream '{kind}'")
         return getattr(self, kind)(*args)
+
+
+def _check_version(version: str) -> None:
+    """Triton's rule for the version string of `is_model_ready`: empty, or an integer > 0."""
+    if not version:
+        return
+    try:
+        number = int(version)
+    except ValueError as exc:
+        raise InvalidArgumentError(
+            f"Failed to check model readiness: failed to get model version from specified "
+            f"version string '{version}' (details: {exc}), version should be an integral value > 0"
+        ) from None
+    if number <= 0:
+        raise InvalidArgumentError(
+            f"Failed to check model readiness: failed to get model version from specified "
+            f"version string '{version}', version should be an integral value > 0"
+        )
