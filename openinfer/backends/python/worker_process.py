@@ -130,7 +130,8 @@ class WorkerProcess:
             ipc.cleanup_leftovers(self.process.pid)
         self._release_arenas()
         if self.control is not None and not self.control.done():
-            self.control.set_result(Failed(f"Stub process '{self.owner.name}' exited with code {code}"))
+            log.error("Stub process '%s' exited with code %s", self.owner.name, code)
+            self.control.set_result(Failed(f"Stub process '{self.owner.name}' is not healthy."))
         self.exit_code = code
         try:
             self.owner.worker_died(self, code)

@@ -47,3 +47,20 @@ class TritonModelException(Exception):
 
     def message(self) -> str:
         return str(self)
+
+
+def require(value: object, kind: type | tuple[type, ...], what: str) -> None:
+    """Triton's binding refuses an argument of the wrong type with a TypeError before it runs."""
+    if not isinstance(value, kind):
+        raise TypeError(f"incompatible function arguments: {what} cannot be {type(value).__name__}")
+
+
+def require_list_of(value: object, kind: type, what: str, none_error: type[Exception] = TypeError) -> list:
+    """A list argument whose items must be `kind`. A None item of a tensor list passes Triton's
+    binding and fails inside it, hence `none_error`."""
+    require(value, list, what)
+    for item in value:  # type: ignore[attr-defined]
+        if item is None:
+            raise none_error(f"{what} cannot hold None")
+        require(item, kind, f"an item of {what}")
+    return value  # type: ignore[return-value]

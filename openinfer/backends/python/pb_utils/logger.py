@@ -6,6 +6,7 @@ import enum
 import sys
 
 from . import _host
+from .errors import require
 
 
 class LogLevel(enum.IntEnum):
@@ -53,5 +54,7 @@ class Logger:
 
     @staticmethod
     def _write(message: str, level: int) -> None:
+        require(message, str, "message")
+        require(level, LogLevel, "level")
         filename, line = _caller()
         _host.current().log(int(level), str(message), filename, line)

@@ -21,10 +21,11 @@ class MetricKind(enum.IntEnum):
 class Metric:
     """One labelled series of a family."""
 
-    __slots__ = ("_family", "_host", "_id", "__weakref__")
+    __slots__ = ("_host", "_id", "__weakref__")
 
     def __init__(self, family: MetricFamily, metric_id: int) -> None:
-        self._family = family  # the family lives at least as long as its metrics
+        # No reference to the family: as in Triton, deleting the family object releases it,
+        # and its metrics then refuse every operation.
         self._host = family._host
         self._id = metric_id
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..wire import WireRequest
 from . import _host
-from .errors import TritonError, TritonModelException
+from .errors import TritonError, TritonModelException, require, require_list_of
 from .response import InferenceResponse, InferenceResponseSender, ResponseIterator, parameters_json, response_of
 from .tensor import Tensor
 
@@ -81,6 +81,13 @@ class InferenceRequest:
                                   ("model_name", model_name)) if v is _REQUIRED]
         if missing:
             raise TypeError(f"InferenceRequest() missing required argument(s): {', '.join(missing)}")
+        require(request_id, str, "request_id")
+        require_list_of(inputs, Tensor, "inputs", TritonModelException)
+        require_list_of(requested_output_names, str, "requested_output_names")
+        for value, what in ((model_version, "model_version"), (flags, "flags"), (timeout, "timeout")):
+            require(value, int, what)
+        if correlation_id is None:
+            raise TypeError("incompatible function arguments: correlation_id cannot be None")
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
         self._set(

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from . import _host
-from .errors import TritonError, TritonModelException
+from .errors import TritonError, TritonModelException, require, require_list_of
 from .tensor import Tensor
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
@@ -37,11 +37,13 @@ class InferenceResponse:
 
     def __init__(
         self,
-        output_tensors: list[Tensor] | None = None,
+        output_tensors: list[Tensor] = (),  # type: ignore[assignment]
         error: TritonError | None = None,
         parameters: dict | None = None,
     ) -> None:
-        self._outputs = list(output_tensors) if output_tensors else []
+        self._outputs = list(require_list_of(output_tensors, Tensor, "output_tensors", TritonModelException)) if output_tensors != () else []
+        if error is not None:
+            require(error, TritonError, "error")
         self._error = error
         #: Kept as a dict (checked as Triton checks it); `parameters()` gives the JSON text.
         self._parameters: dict = json.loads(parameters_json(parameters)) if parameters is not None else {}

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ....core import datatypes
-from .errors import TritonModelException
+from .errors import TritonModelException, require
 
 _DLPACK_CPU = 1
 _NOT_CONTIGUOUS = (
@@ -26,6 +26,9 @@ class Tensor:
     __slots__ = ("_array", "_datatype", "_name")
 
     def __init__(self, name: str, tensor: Any, dtype: str | None = None) -> None:
+        require(name, str, "name")
+        if tensor is None:
+            raise TypeError("incompatible function arguments: the tensor cannot be None")
         if not name:
             raise TritonModelException("Tensor name cannot be an empty string.")
         array = tensor if type(tensor) is np.ndarray else np.asarray(tensor)
