@@ -132,6 +132,13 @@ class ResponseIterator:
         self._seen: list[InferenceResponse] = []
         self._finished = False
         self._index = 0
+        # As Triton's exec(decoupled=True), wait for the first response before returning: an
+        # `await async_exec(decoupled=True)` then comes back with it, off the event loop.
+        try:
+            self._pull()
+        except StopIteration:
+            self._finished = True
+        self._index = 0
 
     def __iter__(self) -> ResponseIterator:
         if self._finished and self._index >= len(self._seen):
@@ -145,14 +152,19 @@ class ResponseIterator:
         if self._finished:
             raise StopIteration("Iteration is done for the responses.")
         try:
-            payload, final = next(self._stream)
+            response = self._pull()
         except StopIteration:
             self._finished = True
             raise
+        self._index = len(self._seen)
+        return response
+
+    def _pull(self) -> InferenceResponse:
+        """The next response from the stream (blocking until it arrives)."""
+        payload, final = next(self._stream)
         response = response_of(payload) if payload is not None else InferenceResponse()
         self._finished = final
         self._seen.append(response)
-        self._index = len(self._seen)
         return response
 
     def cancel(self) -> None:
