@@ -438,6 +438,16 @@ def test_is_ready_answers_both_protocols_and_finalize_errors_are_logged(server):
         assert http.is_model_ready("ready") is expected and grpc.is_model_ready("ready") is expected
         if not expected:
             assert server.log().count(f"Model 'ready' version 1 is not ready: {reasons[state]}\n") == 2
+    # Many readiness checks at once, from both protocols, each get their own answer.
+    from concurrent.futures import ThreadPoolExecutor
+
+    def check(index: int) -> bool:
+        client = httpclient.InferenceServerClient(server.http_url) if index % 2 else \
+            grpcclient.InferenceServerClient(server.grpc_url)
+        return client.is_model_ready("ready")
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(check, range(16))) == [True] * 16
     http.unload_model("ready")
     wait_for(lambda: "finalize failed on purpose" in server.log())
     wait_for(lambda: not http.is_model_ready("ready"))

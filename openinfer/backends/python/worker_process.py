@@ -8,6 +8,7 @@ the owner (an instance, or the loader that runs `auto_complete_config`) through 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import socket
@@ -39,7 +40,8 @@ class WorkerProcess:
         self.process: asyncio.subprocess.Process | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task[None] | None = None
-        self.control: asyncio.Future[Any] | None = None
+        #: Control messages awaiting their answers; the worker answers them in order.
+        self.pending: collections.deque[asyncio.Future[Any]] = collections.deque()
         self.dead = False
         self.exit_code: int | None = None
         #: Set once the death is handled (exit code known, held requests failed).
@@ -79,18 +81,23 @@ class WorkerProcess:
         self.reader_task = asyncio.create_task(self._read_loop(reader))
 
     async def call(self, message: Any, timeout: float | None = None) -> Any:
-        """A control message (load, auto_complete, initialize, ...) and its answer's value."""
-        loop = asyncio.get_running_loop()
-        self.control = loop.create_future()
+        """A control message (load, initialize, a readiness check, ...) and its answer's value.
+
+        Several may be in flight (readiness checks from many clients); each answer goes to the
+        oldest waiting call, and one that timed out keeps its place so later answers match."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending.append(future)
         self.send(message)
-        answer = await asyncio.wait_for(self.control, timeout)
+        answer = await asyncio.wait_for(asyncio.shield(future), timeout)
         if type(answer) is Failed:
             raise InvalidArgumentError(answer.message)
         return answer.value
 
     def answered(self, message: Done | Failed) -> None:
-        if self.control is not None and not self.control.done():
-            self.control.set_result(message)
+        if self.pending:
+            future = self.pending.popleft()
+            if not future.done():
+                future.set_result(message)
 
     def send(self, message: Any) -> None:
         """Queue a message; everything queued in one loop iteration goes out in one write."""
@@ -129,9 +136,12 @@ class WorkerProcess:
                 self.process.kill()
             ipc.cleanup_leftovers(self.process.pid)
         self._release_arenas()
-        if self.control is not None and not self.control.done():
+        if self.pending:
             log.error("Stub process '%s' exited with code %s", self.owner.name, code)
-            self.control.set_result(Failed(f"Stub process '{self.owner.name}' is not healthy."))
+        while self.pending:
+            future = self.pending.popleft()
+            if not future.done():
+                future.set_result(Failed(f"Stub process '{self.owner.name}' is not healthy."))
         self.exit_code = code
         try:
             self.owner.worker_died(self, code)
