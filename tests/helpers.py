@@ -80,6 +80,8 @@ class Server:
     log_path: Path | None = None
     #: where the test reaches the server; "[::1]" for IPv6 runs.
     host: str = "127.0.0.1"
+    #: run in a process group of its own, so a test may signal the whole group.
+    new_session: bool = False
 
     @property
     def http_url(self) -> str:
@@ -107,7 +109,8 @@ class Server:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openinfer-test-{self.http_port}.log"
         log = open(self.log_path, "wb")
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env)
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env,
+                                        start_new_session=self.new_session)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

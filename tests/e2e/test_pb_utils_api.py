@@ -565,3 +565,31 @@ def test_a_dead_worker_makes_the_model_not_ready_until_the_next_request_restarts
     assert "Stub process 'plain_0_0' is not healthy." in error.message()
     assert ask(server, "plain", "x")["pid"] not in (pid, server.process.pid)
     assert http.is_model_ready("plain")
+
+
+def test_a_name_a_shell_would_act_on_is_refused_as_tritons_stub_name(server):
+    """Triton refuses a worker (stub) name with shell metacharacters; a plain name loads."""
+    if server.in_process:
+        pytest.skip("no worker process, so no stub name, in the server process")
+    source = b"""
+import triton_python_backend_utils as pb_utils
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
+"""
+    client = httpclient.InferenceServerClient(server.http_url)
+    for name, refused in (("model;test", True), ("plain_name_123", False)):
+        config = json.dumps({
+            "name": name, "backend": "python", "max_batch_size": 0,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+            "output": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+        })
+        if refused:
+            with pytest.raises(Exception) as info:
+                client.load_model(name, config=config, files={"file:/1/model.py": source})
+            assert "Invalid stub name: contains invalid characters" in str(info.value)
+            assert not client.is_model_ready(name)
+        else:
+            client.load_model(name, config=config, files={"file:/1/model.py": source})
+            assert client.is_model_ready(name)
+            client.unload_model(name)

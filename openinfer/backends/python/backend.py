@@ -105,6 +105,7 @@ class PythonBackend(Backend):
         return model_class
 
     async def start_worker(self, owner: Any) -> WorkerProcess:
+        check_stub_name(owner.name)
         ctx = owner.ctx
         path = self._model_path(ctx)
         env = await execution_env.prepare(ctx)  # None: the server's own interpreter

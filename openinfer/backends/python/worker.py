@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import os
 import queue
+import signal
 import socket
 import sys
 import threading
@@ -175,7 +176,9 @@ class Worker:
                         self.host.begin(message.requests)
                     self.tasks.put(message)
         except (EOFError, OSError):
+            # The server is gone (or done with us): stop, even if the model is still busy.
             self.tasks.put(None)
+            _exit_soon()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -280,6 +283,14 @@ class Worker:
                 self.channel.send(Failed(detail))
 
 
+def _exit_soon(grace_s: float = 1.0) -> None:
+    """End the process shortly unless the main thread returns first (a model stuck in
+    `execute` must not outlive its server)."""
+    timer = threading.Timer(grace_s, os._exit, (0,))
+    timer.daemon = True
+    timer.start()
+
+
 async def _awaited(value: Any) -> Any:
     return await value
 
@@ -289,6 +300,10 @@ def main() -> None:
     fd = int(sys.argv[1])
     inbound_name, outbound_name = sys.argv[2], sys.argv[3]
     sys.argv = [""]  # as in Triton's embedded interpreter: the model sees no arguments of ours
+    # As Triton's stub: a Ctrl-C or SIGTERM meant for the server's process group must not end
+    # the worker before the server has had it finalize the model.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     inbound, outbound = ipc.Arena(inbound_name), ipc.Arena(outbound_name)

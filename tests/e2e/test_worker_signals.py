@@ -1,0 +1,103 @@
+"""A worker process lives exactly as long as its server needs it, as Triton's stubs do: a
+signal meant for the server's process group (Ctrl-C, a supervisor's SIGTERM) leaves the model
+to be finalized, and a model stuck in `execute` does not outlive a server that died."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import tritonclient.http as httpclient
+
+from tests.helpers import Server, write_model
+
+CONFIG = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+"""
+
+# Writes its pid when it starts executing; IN < 0 makes it spin forever.
+MODEL = '''
+import os, time
+import triton_python_backend_utils as pb_utils
+
+HERE = os.path.dirname(__file__)
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        with open(os.path.join(HERE, "pid"), "w") as f:
+            f.write(str(os.getpid()))
+        out = []
+        for request in requests:
+            data = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            while data[0] < 0:
+                time.sleep(0.05)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", data)]))
+        return out
+
+    def finalize(self):
+        with open(os.path.join(HERE, "finalized"), "w") as f:
+            f.write("finalized")
+'''
+
+
+def _call(server: Server, value: float) -> np.ndarray:
+    tensor = httpclient.InferInput("IN", [1], "FP32")
+    tensor.set_data_from_numpy(np.array([value], np.float32))
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    return client.infer("looper", [tensor]).as_numpy("OUT")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_a_signal_to_the_whole_process_group_still_finalizes_the_model(tmp_path):
+    write_model(tmp_path, "looper", CONFIG, MODEL)
+    server = Server(tmp_path, new_session=True).start(wait_for="ready")
+    try:
+        assert _call(server, 2.0).tolist() == [2.0]
+        os.killpg(server.process.pid, signal.SIGTERM)  # what Ctrl-C or a supervisor sends
+        assert server.process.wait(60) == 0, server.log()
+    finally:
+        server.stop()
+    assert (tmp_path / "looper" / "1" / "finalized").read_text() == "finalized"
+
+
+def test_a_worker_stuck_in_execute_ends_with_its_server(tmp_path):
+    write_model(tmp_path, "looper", CONFIG, MODEL)
+    server = Server(tmp_path).start(wait_for="ready")
+    caller = threading.Thread(target=lambda: _safe_call(server), daemon=True)
+    try:
+        caller.start()
+        pid_file = tmp_path / "looper" / "1" / "pid"
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker = int(pid_file.read_text())
+        server.process.kill()  # the server dies while its worker spins in execute
+        server.process.wait(30)
+        deadline = time.monotonic() + 30
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(worker)
+    finally:
+        server.stop()
+
+
+def _safe_call(server: Server) -> None:
+    try:
+        _call(server, -1.0)
+    except Exception:
+        pass  # the server is killed under this request: it can only fail
