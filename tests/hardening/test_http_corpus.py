@@ -450,8 +450,11 @@ def test_load_overrides_cannot_escape_the_model_directory(server, http, tmp_path
     for model in ["..", ".", "..%2F..%2Ftmp", "%2e%2e"]:
         reply = post(http, f"/v2/repository/models/{model}/load", b"{}")
         check_http_answer(reply.status_code, reply.content, allow_ok=False)
-    index = {row["name"] for row in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()}
-    assert not index & {"..", ".", "escape"}, index
+    rows = {row["name"]: row for row in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()}
+    assert not rows.keys() & {"..", "."}, rows
+    # "file:/tmp/..." lands under the model folder, as Triton joins it: the load then fails for
+    # want of a model file, so the model may be listed, but never as READY.
+    assert rows.get("escape", {}).get("state") != "READY", rows
     healthy_http(server.http_url)
 
 
