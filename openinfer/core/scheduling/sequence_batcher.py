@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import deque
@@ -57,7 +58,7 @@ def correlation_id(request: InferRequest) -> int | str:
 class Sequence:
     """One live sequence: its waiting requests, its state and where it runs."""
 
-    __slots__ = ("busy", "ended", "id", "lane", "pending", "state", "timer")
+    __slots__ = ("busy", "ended", "id", "lane", "pending", "single", "state", "timer")
 
     def __init__(self, sequence_id: int | str) -> None:
         self.id = sequence_id
@@ -65,6 +66,7 @@ class Sequence:
         self.state: dict[str, Tensor] = {}
         self.busy = False
         self.ended = False  # END queued, idle-expired or replaced: takes no more requests
+        self.single = False  # made by the iterative sequencer for one request
         self.lane: _Lane | None = None
         self.timer: asyncio.TimerHandle | None = None
 
@@ -108,6 +110,10 @@ class SequenceBatcher(Scheduler):
         self.tensors = SequenceTensors(config, model_dir)
         self.idle_s = (int(sb.max_sequence_idle_microseconds) or 1_000_000) / 1e6
         self.batching = config.max_batch_size > 0
+        #: Triton's iterative sequencer: a request without a correlation ID is a sequence of its
+        #: own (it may come back to `execute` by rescheduling), under an ID made here.
+        self.iterative = sb.iterative_sequence
+        self._made_ids = itertools.count(1 << 62)  # far from the IDs clients pick
         self.active: dict[int | str, Sequence] = {}
         self.shape = BatchShape(config)
         self.strategy: _Strategy
@@ -129,12 +135,16 @@ class SequenceBatcher(Scheduler):
             return
         sequence.pending.append(Entry(request, sender))
         self._arm(sequence)
-        if request.sequence_end:
+        if request.sequence_end or sequence.single:
             self._close(sequence)
         self.strategy.ready(sequence)
 
     def _sequence_for(self, request: InferRequest) -> Sequence:
         sid = correlation_id(request)
+        single = False
+        if sid in (0, "") and self.iterative:
+            sid, single = next(self._made_ids), True
+            request.sequence_start = True
         if sid in (0, ""):
             raise InvalidArgumentError(
                 f"inference request to model '{self.model_name}' must specify a non-zero or "
@@ -158,6 +168,7 @@ class SequenceBatcher(Scheduler):
                 self._close(sequence)
                 self._release_if_done(sequence)
             sequence = self.active[sid] = Sequence(sid)
+            sequence.single = single
             self.strategy.add(sequence)
         elif sequence is None:
             raise InvalidArgumentError(
