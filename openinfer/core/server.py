@@ -221,6 +221,8 @@ class InferenceServer:
                 trace.queued(request)
             # Set when the caller stops reading early (client gone): backends poll it between steps.
             request.flags.setdefault("cancelled", threading.Event())
+            # A caller that keeps reading may still ask the model to stop (a BLS stream's cancel).
+            request.flags["ask_to_stop"] = functools.partial(_ask_to_stop, request, sender)
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:
@@ -311,6 +313,15 @@ class InferenceServer:
         if not ready:
             raise InvalidArgumentError(f"requested model '{name}' is not available")
         return [self.repository.get(name, str(v)).stats.as_dict() for v in ready]
+
+
+def _ask_to_stop(request: InferRequest, sender: StreamSender) -> None:
+    """Triton's request cancellation from a caller that keeps reading: the backend is told
+    (the model's `is_cancelled()` turns true), and whatever it still sends is delivered."""
+    request.flags["cancelled"].set()
+    hook, sender.on_cancel = sender.on_cancel, None
+    if hook is not None:
+        hook()
 
 
 def _cancel(request: InferRequest, sender: UnarySender | StreamSender) -> None:

@@ -64,6 +64,7 @@ class PythonInstance(ModelInstance):
         #: Every request the worker may still answer through a response sender, by key.
         self._senders: dict[int, ResponseSender] = {}
         self._calls: dict[int, asyncio.Task] = {}
+        self._streams: dict[int, Any] = {}  # the BLS streams among them, for their cancel()
         self._ready = asyncio.Event()
         self._restarting: asyncio.Task | None = None
         self._stopping = False
@@ -225,9 +226,9 @@ class PythonInstance(ModelInstance):
         self._senders.pop(key, None)
 
     def _cancel(self, worker: WorkerProcess, key: int) -> None:
-        """Tell the worker a request's caller is gone: queued, it is skipped; running, the
-        model's `is_cancelled()` turns true."""
-        self._senders.pop(key, None)
+        """Tell the worker a request was cancelled: queued, it is skipped; running, the model's
+        `is_cancelled()` turns true. Its sender stays: what the model still sends is delivered
+        to a caller that keeps reading (a BLS stream), and dropped for one that left."""
         try:
             worker.send(Cancel([key]))
         except OpenInferError:
@@ -244,10 +245,10 @@ class PythonInstance(ModelInstance):
             self._respond(message)
         elif kind is Call:
             self._calls[message.call_id] = asyncio.ensure_future(self._serve(worker, message))
-        elif kind is CancelCall:
-            task = self._calls.pop(message.call_id, None)
-            if task is not None:
-                task.cancel()
+        elif kind is CancelCall:  # the model cancelled a BLS stream: the callee is asked to stop
+            stream = self._streams.get(message.call_id)
+            if stream is not None:
+                stream.cancel()
         elif kind is Log:
             model_log(message.level, message.message, message.filename, message.line)
         elif kind is Done or kind is Failed:
@@ -265,7 +266,8 @@ class PythonInstance(ModelInstance):
         try:
             if call.kind in self.services.STREAMS:
                 final = False
-                async for payload, final in self.services.stream(call.kind, call.args):
+                stream = self._streams[call.call_id] = self.services.stream(call.kind, call.args)
+                async for payload, final in stream:
                     worker.send(Reply(call.call_id, payload, final))
                 if not final:
                     worker.send(Reply(call.call_id, None, True))
@@ -277,6 +279,7 @@ class PythonInstance(ModelInstance):
             _send_quietly(worker, Reply(call.call_id, None, True, convert.triton_error(exc)))
         finally:
             self._calls.pop(call.call_id, None)
+            self._streams.pop(call.call_id, None)
 
 
 class _Outcome:

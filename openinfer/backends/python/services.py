@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InvalidArgumentError, OpenInferError, UnavailableError
-from ...core.types import InferResponse
+from ...core.types import InferRequest, InferResponse
 from . import convert
 from .wire import WireRequest, WireResponse
 
@@ -61,10 +61,12 @@ class ModelServices:
         except Exception as exc:
             return convert.wire_response(InferResponse(request.model_name, "", error=exc))
 
-    async def infer_stream(self, wire: WireRequest) -> AsyncIterator[tuple[WireResponse | None, bool]]:
+    def infer_stream(self, wire: WireRequest) -> BlsStream:
+        return BlsStream(self, convert.core_request(wire))
+
+    async def _answers(self, request: InferRequest) -> AsyncIterator[tuple[WireResponse | None, bool]]:
         """Every response of a decoupled model, each with whether it is the last; a stream
         that ends with a flag-only FINAL ends with (None, True)."""
-        request = convert.core_request(wire)
         previous: InferResponse | None = None
         try:
             async for response in self._server().infer_stream(request):
@@ -160,10 +162,27 @@ class ModelServices:
             result = await result
         return result
 
-    def stream(self, kind: str, args: tuple) -> AsyncIterator[tuple[WireResponse | None, bool]]:
+    def stream(self, kind: str, args: tuple) -> BlsStream:
         if kind not in self.STREAMS:
             raise InvalidArgumentError(f"unknown model stream '{kind}'")
         return getattr(self, kind)(*args)
+
+
+class BlsStream:
+    """A decoupled BLS call in flight: its answers as they come, and Triton's `cancel()`,
+    which asks the called model to stop while what it still sends keeps arriving."""
+
+    def __init__(self, services: ModelServices, request: InferRequest) -> None:
+        self.services = services
+        self.request = request
+
+    def __aiter__(self) -> AsyncIterator[tuple[WireResponse | None, bool]]:
+        return self.services._answers(self.request)
+
+    def cancel(self) -> None:
+        stop = self.request.flags.get("ask_to_stop")
+        if stop is not None:
+            stop()
 
 
 def _check_version(version: str) -> None:
