@@ -21,7 +21,7 @@ from . import convert
 from .services import ModelServices, model_log
 from .wire import (
     Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
-    Reply, Respond,
+    Readiness, Reply, Respond,
 )
 from .worker_process import WorkerProcess
 
@@ -64,6 +64,7 @@ class PythonInstance(ModelInstance):
         #: Every request the worker may still answer through a response sender, by key.
         self._senders: dict[int, ResponseSender] = {}
         self._calls: dict[int, asyncio.Task] = {}
+        self._ready_check: asyncio.Future[Readiness] | None = None
         self._streams: dict[int, Any] = {}  # the BLS streams among them, for their cancel()
         self._ready = asyncio.Event()
         self._restarting: asyncio.Task | None = None
@@ -107,13 +108,18 @@ class PythonInstance(ModelInstance):
             return f"Stub process '{self.name}' is not healthy."
         if not self.has_is_ready:
             return None
+        # One check at a time: a query that comes while one runs waits for its answer, and a
+        # check that outlives its query's timeout goes on for the next one, as in Triton.
+        if self._ready_check is None or self._ready_check.done():
+            self._ready_check = asyncio.get_running_loop().create_future()
+            worker.send(CheckReady())
         try:
-            ready = await worker.call(CheckReady(), timeout=READY_TIMEOUT_S)
+            answer = await asyncio.wait_for(asyncio.shield(self._ready_check), READY_TIMEOUT_S)
         except asyncio.TimeoutError:
             return "Timed out waiting for user-defined is_ready() response"
-        except OpenInferError as exc:
-            return exc.message
-        return None if ready else f"Model '{self.name}' is not ready (user-defined check failed)."
+        if answer.error is not None:
+            return answer.error
+        return None if answer.ready else f"Model '{self.name}' is not ready (user-defined check failed)."
 
     def worker_died(self, worker: WorkerProcess, code: int | None) -> None:
         if worker is not self.worker:
@@ -128,6 +134,8 @@ class PythonInstance(ModelInstance):
         for sender in self._senders.values():
             sender.fail(error)
         self._senders.clear()
+        if self._ready_check is not None and not self._ready_check.done():
+            self._ready_check.set_result(Readiness(False, f"Stub process '{self.name}' is not healthy."))
         for task in self._calls.values():
             task.cancel()
         self._calls.clear()
@@ -249,6 +257,9 @@ class PythonInstance(ModelInstance):
             stream = self._streams.get(message.call_id)
             if stream is not None:
                 stream.cancel()
+        elif kind is Readiness:
+            if self._ready_check is not None and not self._ready_check.done():
+                self._ready_check.set_result(message)
         elif kind is Log:
             model_log(message.level, message.message, message.filename, message.line)
         elif kind is Done or kind is Failed:

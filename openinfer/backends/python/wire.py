@@ -76,7 +76,7 @@ class Reply(NamedTuple):
 
 
 class CheckReady(NamedTuple):
-    pass
+    """Ask the model's own `is_ready()`; answered by `Readiness`, not in the control order."""
 
 
 class Finalize(NamedTuple):
@@ -103,6 +103,13 @@ class Executed(NamedTuple):
     #: Keys of requests the model released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE.
     rescheduled: list[int]
     #: An error that fails every request of the batch (the model raised, or broke the contract).
+    error: str | None = None
+
+
+class Readiness(NamedTuple):
+    """The answer to `CheckReady`: the model's verdict, or why it could not give one."""
+
+    ready: bool
     error: str | None = None
 
 

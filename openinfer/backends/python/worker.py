@@ -30,6 +30,7 @@ from .pb_utils import _host, c_module
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model, wire_response
 from .wire import (
     AutoComplete, Call, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize,
+    Readiness,
     Load, Log, Reply, Respond, WireResponse,
 )
 from .wire import Cancel as CancelMessage
@@ -171,6 +172,8 @@ class Worker:
                     self.host.deliver(message)
                 elif kind is CancelMessage:  # handled here, so a running execute sees it at once
                     self.host.mark_cancelled(message.keys)
+                elif kind is CheckReady:  # beside execute, as Triton's stub runs it
+                    threading.Thread(target=self.check_ready, name="openinfer-is-ready", daemon=True).start()
                 else:
                     if kind is Execute:
                         self.host.begin(message.requests)
@@ -192,6 +195,16 @@ class Worker:
         if asyncio.iscoroutine(value) or asyncio.isfuture(value):
             return asyncio.run_coroutine_threadsafe(_awaited(value), self.loop).result()
         return value
+
+    def check_ready(self) -> None:
+        """Answer a readiness check with the model's own `is_ready()` (True without one)."""
+        runner = self.runner
+        try:
+            ready = True if runner is None else runner.check_ready(self._wait(runner.is_ready()))
+            answer = Readiness(ready)
+        except BaseException as exc:
+            answer = Readiness(False, describe(exc))
+        self.channel.send(answer)
 
     # ---------------------------------------------------------------- execute
     def execute(self, message: Execute) -> None:
@@ -266,19 +279,12 @@ class Worker:
                     self.runner = ModelRunner(self.model_class, message.args["model_instance_name"])
                     self._wait(self.runner.initialize(message.args))
                     self.channel.send(Done(hasattr(self.runner.model, "is_ready")))
-                elif kind is CheckReady:
-                    runner = self.runner
-                    ready = True if runner is None else runner.check_ready(self._wait(runner.is_ready()))
-                    self.channel.send(Done(ready))
                 elif kind is Finalize:
                     if self.runner is not None:
                         self._wait(self.runner.finalize())
                     self.channel.send(Done(None))
                     return
             except BaseException as exc:  # report with the traceback's last line, as Triton does
-                if kind is CheckReady:
-                    self.channel.send(Failed(describe(exc)))
-                    continue
                 detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 self.channel.send(Failed(detail))
 
