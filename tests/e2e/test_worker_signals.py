@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -101,3 +102,13 @@ def _safe_call(server: Server) -> None:
         _call(server, -1.0)
     except Exception:
         pass  # the server is killed under this request: it can only fail
+
+
+def test_workers_are_labelled_as_tritons_stubs(tmp_path):
+    """`pgrep -f triton_python_backend_stub` finds the workers, each named by its instance."""
+    write_model(tmp_path, "looper", CONFIG + 'instance_group [ { count: 2 kind: KIND_CPU } ]', MODEL)
+    with Server(tmp_path) as server:
+        found = subprocess.run(["pgrep", "-f", "-P", str(server.process.pid), "triton_python_backend_stub"],
+                               capture_output=True, text=True, check=True).stdout.split()
+        names = sorted(Path(f"/proc/{pid}/cmdline").read_text().split("\0")[-2] for pid in found)
+    assert names == ["looper_0_0", "looper_0_1"]

@@ -56,7 +56,6 @@ class PythonBackend(Backend):
     name = "python"
 
     def __init__(self) -> None:
-        self._spare: dict[int, WorkerProcess] = {}
         self._services: dict[int, ModelServices] = {}
         self._in_process_classes: dict[int, type] = {}
         ipc.cleanup_stale()
@@ -121,7 +120,8 @@ class PythonBackend(Backend):
         return worker
 
     async def auto_complete(self, ctx: ModelContext) -> None:
-        """Run the model's `auto_complete_config` (in a worker that instance 0 then reuses)."""
+        """Run the model's `auto_complete_config`, in a worker of its own that then ends, as
+        Triton's auto-complete stub does (each instance's worker carries its own name)."""
         if wants_in_process(ctx):
             try:
                 updated = auto_complete(self._in_process_class(ctx), configs.config_to_json(ctx.config))
@@ -133,10 +133,8 @@ class PythonBackend(Backend):
             worker = await self.start_worker(_AutoCompleteOwner(ctx))
             try:
                 updated = await worker.call(AutoComplete(configs.config_to_json(ctx.config)), timeout=600)
-            except BaseException:
+            finally:
                 await worker.kill()
-                raise
-            self._spare[id(ctx)] = worker
         fresh = mc.ModelConfig()
         json_format.ParseDict(updated, fresh, ignore_unknown_fields=True)
         ctx.config.CopyFrom(fresh)
@@ -147,12 +145,9 @@ class PythonBackend(Backend):
             await in_process.start()
             return in_process
         instance = PythonInstance(ctx, spec, self, self.services(ctx))
-        await instance.start(self._spare.pop(id(ctx), None))
+        await instance.start()
         return instance
 
     async def unload(self, ctx: ModelContext) -> None:
         self._in_process_classes.pop(id(ctx), None)
         self._services.pop(id(ctx), None)
-        spare = self._spare.pop(id(ctx), None)
-        if spare is not None:
-            await spare.kill()

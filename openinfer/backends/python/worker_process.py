@@ -72,7 +72,10 @@ class WorkerProcess:
             str(child.fileno()),
             self.to_worker.name,
             self.from_worker.name,
-            self.owner.name,  # unused by the worker: names the process in `ps`
+            # Unused by the worker: labels the process in `ps` as Triton's are, so tools that
+            # look for "triton_python_backend_stub" (and its instance) find it.
+            "triton_python_backend_stub",
+            self.owner.name,
             pass_fds=[child.fileno()],
             env=env,
         )
