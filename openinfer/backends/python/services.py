@@ -65,25 +65,18 @@ class ModelServices:
         return BlsStream(self, convert.core_request(wire))
 
     async def _answers(self, request: InferRequest) -> AsyncIterator[tuple[WireResponse | None, bool]]:
-        """Every response of a decoupled model, each with whether it is the last; a stream
-        that ends with a flag-only FINAL ends with (None, True)."""
-        previous: InferResponse | None = None
+        """Every response of a decoupled model as it arrives, each with whether it is the last;
+        a stream that ends with a flag-only FINAL ends with (None, True)."""
+        final = False
         try:
             async for response in self._server().infer_stream(request):
-                if previous is not None:
-                    yield convert.wire_response(previous), False
-                previous = response
+                final = response.final
+                yield convert.wire_response(response), final
         except Exception as exc:
-            if previous is not None:
-                yield convert.wire_response(previous), False
             yield convert.wire_response(InferResponse(request.model_name, "", error=exc)), True
             return
-        if previous is not None and previous.final:
-            yield convert.wire_response(previous), True
-            return
-        if previous is not None:
-            yield convert.wire_response(previous), False
-        yield None, True
+        if not final:
+            yield None, True
 
     async def infer_collect(self, wire: WireRequest) -> list[tuple[WireResponse | None, bool]]:
         return [answer async for answer in self.infer_stream(wire)]
