@@ -66,7 +66,7 @@ def serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=8002)
     p.add_argument("--metrics-interval-ms", type=float, default=2000)
     p.add_argument("--metrics-config", action="append", default=[])
-    _flag_bool(p, "--allow-gpu-metrics", True, "accepted for compatibility")
+    _flag_bool(p, "--allow-gpu-metrics", True, "report GPU metrics (NVML through the `gpu` extra, nvidia-ml-py)")
     _flag_bool(p, "--allow-cpu-metrics", True, "report CPU metrics")
     # Repository
     p.add_argument("--model-control-mode", type=str.lower, choices=["none", "poll", "explicit"], default="none")

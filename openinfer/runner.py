@@ -251,7 +251,9 @@ async def serve(args: argparse.Namespace) -> int:
         tasks.append(asyncio.create_task(http.serve()))
     if args.allow_metrics:
         maddr = args.metrics_address or args.http_address
-        metrics_asgi = metrics_app(server, config=args.metrics_settings, cpu=args.allow_cpu_metrics)
+        metrics_asgi = metrics_app(
+            server, config=args.metrics_settings, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
+        )
         metrics = _QuietUvicorn.make(
             metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs
         )

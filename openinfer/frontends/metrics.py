@@ -24,6 +24,7 @@ from prometheus_client.samples import Sample
 
 from ..core.server import InferenceServer
 from ..core.stats import ExecutionTiming, ModelStats
+from .gpu_metrics import GpuSampler
 
 _LATENCY_COUNTERS = (
     (
@@ -419,17 +420,26 @@ def metrics_app(
     extra: list[Callable[[], Iterator[Metric]]] | None = None,
     config: MetricsConfig | None = None,
     cpu: bool = True,
+    gpu: bool = True,
 ):
     """An ASGI app answering GET /metrics (any other GET path: empty 200, as Triton).
 
     `extra` are further collect functions (other frontends' metrics), rendered after Triton's;
-    the families models created (`server.custom_metrics`) come last.
+    the families models created (`server.custom_metrics`) come last. `gpu` adds the per-GPU
+    families where NVML finds a GPU (gpu_metrics.py).
     """
     collector = TritonCollector(server, config, cpu and os.path.exists("/proc/stat"))
-    collectors = [collector.collect, *(extra or [])]
+    collectors = [collector.collect]
+    gpus = GpuSampler.open() if gpu else None
+    if gpus is not None:
+        collectors.append(gpus.collect)
+    collectors.extend(extra or [])
     custom = getattr(server, "custom_metrics", None)
     if custom is not None:  # models may not take the names this endpoint prints itself
-        custom.reserve({family.name: family.type for family in collector.collect()})
+        reserved = {family.name: family.type for family in collector.collect()}
+        if gpus is not None:
+            reserved.update((family.name, family.type) for family in gpus.collect())
+        custom.reserve(reserved)
 
     def scrape() -> bytes:
         text = render(family for collect in collectors for family in collect())

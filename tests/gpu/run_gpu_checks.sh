@@ -23,7 +23,7 @@ if ! "$PY" -c "import vllm" 2>/dev/null; then
     || { echo "run_gpu_checks: could not install vllm (offline? set GPU_WHEELS)" >&2; exit 3; }
 fi
 timeout 600 "${PIP[@]}" -e . "tritonclient[http,grpc]==2.73.0" pytest pytest-timeout pytest-asyncio \
-  peft llguidance \
+  peft llguidance nvidia-ml-py \
   || { echo "run_gpu_checks: could not install the test dependencies" >&2; exit 3; }
 "$PY" -c "import torch, vllm; print('vllm', vllm.__version__, 'torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-exec "$PY" -m pytest -q -rs -m gpu tests/gpu "$@"
+exec "$PY" -m pytest -q -rs -m gpu tests/gpu tests/e2e/test_gpu_metrics.py "$@"
