@@ -6,7 +6,12 @@ REPO ?= examples/model_repository
 # PyFlink brings its own pinned dependencies, so it lives in a venv of its own.
 FLINK_VENV := .venv-flink
 
-.PHONY: install install-test flink-venv serve test bench bench-flink clean
+# `make image`: the container image (Dockerfile); EXTRAS picks the optional backends it installs.
+ENGINE ?= docker
+IMAGE ?= openinfer:latest
+EXTRAS ?= onnx
+
+.PHONY: install install-test flink-venv serve test bench bench-flink image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +43,9 @@ bench: install-test
 
 bench-flink: install-test flink-venv
 	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000
+
+image:
+	$(ENGINE) build --build-arg EXTRAS=$(EXTRAS) -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) $(FLINK_VENV) build *.egg-info
