@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -150,39 +149,15 @@ class Frontends:
     grpc_server: object | None
 
 
-class _QuietUvicorn:
-    """uvicorn.Server without its own signal handling: shutdown order is ours."""
-
-    @staticmethod
-    def make(app, host: str, port: int, reuse_port: bool = False, client_timeout: float = 30.0):
-        import uvicorn
-
-        from .frontends.http.protocol import protocol_class
-
-        class Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self):  # type: ignore[override]
-                yield
-
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            loop="none",
-            http=protocol_class(client_timeout),  # httptools, with deadlines for slow clients
-            lifespan="off",
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            date_header=False,
-            log_level="warning",
-            timeout_keep_alive=30,
-            h11_max_incomplete_event_size=64 * 1024,
-        )
-        return Server(config)
+#: uvicorn settings of the KServe and metrics listeners: no Server/Date headers, as Triton.
+_TRITON_LISTENER = {
+    "proxy_headers": False, "server_header": False, "date_header": False,
+    "timeout_keep_alive": 30, "h11_max_incomplete_event_size": 64 * 1024,
+}
 
 
 async def serve(args: argparse.Namespace) -> int:
+    from .frontends.asgi.listener import listener
     from .frontends.grpc.service import start_grpc
     from .frontends.http import handlers
     from .frontends.http.app import HttpApp, HttpOptions
@@ -244,8 +219,9 @@ async def serve(args: argparse.Namespace) -> int:
         for ext in extensions:
             if hasattr(ext, "http_hook"):
                 ext.http_hook(app)
-        http = _QuietUvicorn.make(
-            app, host_of(args.http_address), args.http_port, args.reuse_http_port, args.http_client_timeout_secs
+        http = listener(
+            app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
+            **_TRITON_LISTENER,
         )
         uvicorn_servers.append(http)
         tasks.append(asyncio.create_task(http.serve()))
@@ -254,8 +230,9 @@ async def serve(args: argparse.Namespace) -> int:
         metrics_asgi = metrics_app(
             server, config=args.metrics_settings, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
         )
-        metrics = _QuietUvicorn.make(
-            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs
+        metrics = listener(
+            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
+            **_TRITON_LISTENER,
         )
         uvicorn_servers.append(metrics)
         tasks.append(asyncio.create_task(metrics.serve()))

@@ -82,6 +82,8 @@ class Server:
     host: str = "127.0.0.1"
     #: run in a process group of its own, so a test may signal the whole group.
     new_session: bool = False
+    #: extra environment variables for the server process.
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def http_url(self) -> str:
@@ -108,7 +110,7 @@ class Server:
         ]
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openinfer-test-{self.http_port}.log"
         log = open(self.log_path, "wb")
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **self.env)
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT), env=env,
                                         start_new_session=self.new_session)
         deadline = time.monotonic() + timeout

@@ -31,6 +31,8 @@ class OpenAIServer:
     http_port: int = 0
     process: subprocess.Popen | None = None
     log_path: Path | None = None
+    #: extra environment variables for the server process.
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -58,6 +60,7 @@ class OpenAIServer:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"openinfer-openai-{free_port()}.log"
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("OPENINFER_API_KEY", None)
+        env.update(self.env)
         self.process = subprocess.Popen(
             self.command(), stdout=open(self.log_path, "wb"), stderr=subprocess.STDOUT, cwd=str(ROOT), env=env  # noqa: SIM115
         )

@@ -6,7 +6,6 @@ orjson in and out. Every error becomes `{"error": "..."}` with the status from t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -18,8 +17,8 @@ import orjson
 from ...core.errors import InvalidArgumentError, OpenInferError, status_of
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
+from ..asgi.transport import BodyIncomplete, BodyTooLarge, Transport, transport_of
 from .compression import UnsupportedEncodingError, decompress
-from .protocol import CANCEL_ON_DISCONNECT, DISCONNECTED, take_body, write_whole
 
 log = logging.getLogger("openinfer.http")
 
@@ -108,47 +107,41 @@ class HttpApp:
             return
         if kind != "http":
             return
+        transport = transport_of(scope, receive, send)
         path: str = scope["path"]
         for route in self.routes:
             match = route.pattern.match(path)
             if match is not None:
                 break
         else:
-            await self._send(scope, send, error_response(404, "Not Found"))
+            await self._send(transport, error_response(404, "Not Found"))
             return
         # ASGI servers give header names lowercased.
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if route.group is not None:
             restriction = self.options.access.restriction(route.group)
             if restriction is not None and not restriction.allows(headers.get(restriction.key.lower())):
-                await self._drain(receive)
+                await transport.discard_body()
                 await self._send(
-                    scope,
-                    send,
+                    transport,
                     error_response(403, f"This API is restricted, expecting header '{restriction.key}'"),
                 )
                 return
         method = scope["method"]
         if method not in route.methods:
-            await self._drain(receive)
-            await self._send(scope, send, error_response(405, "Method Not Allowed"))
+            await transport.discard_body()
+            await self._send(transport, error_response(405, "Method Not Allowed"))
             return
         try:
-            body = await self._read_body(scope, receive, headers)
+            body = await self._read_body(transport, headers)
             if not route.raw_body:
                 body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
             work = route.handler(HttpRequest(method, path, headers, body, match))
             if route.cancellable:
-                scope[CANCEL_ON_DISCONNECT] = True  # the protocol cancels us if the client leaves
-                try:
+                with transport.cancel_on_disconnect() as guard:
                     response = await work
-                except asyncio.CancelledError:
-                    if not scope.get(DISCONNECTED):
-                        raise
-                    _uncancel()
+                if guard.left:
                     return  # the client left; the core cancelled its request
-                finally:
-                    scope[CANCEL_ON_DISCONNECT] = False  # sending the answer is not cancelled
             else:
                 response = await work
         except OpenInferError as exc:
@@ -161,68 +154,29 @@ class HttpApp:
         if response.stream is not None:
             await response.stream(receive, send)
             return
-        await self._send(scope, send, response)
+        await self._send(transport, response)
 
-    async def _read_body(self, scope: dict, receive: Callable, headers: dict[str, str]) -> bytes:
+    async def _read_body(self, transport: Transport, headers: dict[str, str]) -> bytes:
         limit = self.options.max_input_size
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
-            await self._drain(receive)
+            await transport.discard_body()
             what = "body" if "inference-header-content-length" in headers else "JSON"
             raise InvalidArgumentError(
                 f"Request {what} size of {declared} bytes exceeds the maximum allowed value of {limit} "
                 f"bytes. Use --http-max-input-size to increase the limit."
             )
-        # A body without a content-length (chunked) may have arrived whole before this runs, or
-        # in one message: the limit holds for it as for one read piece by piece.
-        body = take_body(scope)  # all of it here already: no `receive` round
-        if body is not None:
-            if len(body) > limit:
-                raise _over_limit(limit)
-            return body
-        message = await receive()
-        body = message.get("body", b"")
-        size = len(body)
-        if size > limit:
-            if message.get("more_body"):  # the rest would otherwise sit unread
-                await self._drain(receive)
-            raise _over_limit(limit)
-        if not message.get("more_body"):
-            return body
-        chunks = bytearray(body)  # one growing buffer: many tiny chunks cost no per-chunk objects
-        while message.get("more_body"):
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise InvalidArgumentError("client disconnected before the request body was complete")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                if message.get("more_body"):  # the rest would otherwise sit unread
-                    await self._drain(receive)
-                raise _over_limit(limit)
-            chunks += chunk
-        return bytes(chunks)
+        # A body without a content-length (chunked) is held to the same limit as it arrives.
+        try:
+            return await transport.read_body(limit)
+        except BodyTooLarge:
+            raise _over_limit(limit) from None
+        except BodyIncomplete:
+            raise InvalidArgumentError("client disconnected before the request body was complete") from None
 
     @staticmethod
-    async def _drain(receive: Callable) -> None:
-        message = {"more_body": True}
-        while message.get("more_body"):
-            message = await receive()
-            if message.get("type") == "http.disconnect":
-                return
-
-    @staticmethod
-    async def _send(scope: dict, send: Callable, response: HttpResponse) -> None:
-        if write_whole(scope, response.status, response.headers, response.body):
-            return
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": [*response.headers, (b"content-length", str(len(response.body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": response.body})
+    async def _send(transport: Transport, response: HttpResponse) -> None:
+        await transport.write_response(response.status, response.headers, response.body)
 
     @staticmethod
     async def _lifespan(receive: Callable, send: Callable) -> None:
@@ -233,11 +187,3 @@ class HttpApp:
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-
-
-def _uncancel() -> None:
-    """Forget a cancellation we caught on purpose (Python 3.11+ counts them)."""
-    task = asyncio.current_task()
-    uncancel = getattr(task, "uncancel", None)
-    if uncancel is not None:
-        uncancel()

@@ -2,13 +2,12 @@
 
 Bodies are parsed here with orjson and validated by the serving objects (so schema errors use
 the OpenAI envelope with status 400, not FastAPI's 422 list). A client that goes away cancels
-its generation: the generating handlers ask the HTTP protocol to cancel them when the
-connection is lost (no watcher task per request).
+its generation: the generating handlers wait inside the transport adapter's
+`cancel_on_disconnect` guard, which cancels them when the connection is lost.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -21,6 +20,7 @@ from starlette.responses import Response
 
 from ... import __version__
 from ...core.errors import OpenInferError
+from ..asgi.transport import transport_of
 from ..metrics import metrics_app
 from .chat.serving import ChatServing
 from .completion.serving import CompletionServing
@@ -29,7 +29,7 @@ from .embedding.serving import EmbeddingServing
 from .errors import envelope, error_bytes, invalid, unavailable
 from .middleware import Access, BodySizeLimit, Cors
 from .models import ModelsServing
-from .sse import EventStream, cancel_on_disconnect, left
+from .sse import EventStream
 from .tokenize import TokenizeServing
 
 log = logging.getLogger("openinfer.openai")
@@ -54,22 +54,11 @@ async def _body(request: Request) -> Any:
 
 
 async def _until_disconnect(request: Request, work: Awaitable[Any]) -> Any:
-    """Await `work`; the protocol cancels it if the client disconnects first. A stream stays
-    cancellable while it is sent (`EventStream` ends it quietly)."""
-    scope = request.scope
-    cancel_on_disconnect(scope)
-    streaming = False
-    try:
-        result = await work
-        streaming = not isinstance(result, dict)
-        return result
-    except asyncio.CancelledError:
-        if not left(scope):
-            raise
-        raise ClientGone() from None
-    finally:
-        if not streaming:
-            cancel_on_disconnect(scope, False)  # sending an answer or an error is not cancelled
+    """Await `work`, cancelled if the client disconnects first. A stream is guarded again
+    while it is sent (`EventStream`)."""
+    with transport_of(request.scope, request.receive).cancel_on_disconnect():
+        return await work
+    raise ClientGone()  # reached only when the guard ended the wait because the client left
 
 
 def _answer(result: dict[str, Any] | AsyncIterator[dict[str, Any]]) -> Response:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import sys
 from typing import Any
@@ -63,8 +62,8 @@ class OpenAIExtension:
     async def start(self, server: InferenceServer, args: argparse.Namespace) -> dict[str, list]:
         if self.options is None:
             return {}
-        import uvicorn
-
+        from ..asgi.listener import listener
+        from ..asgi.uvicorn_protocol import DEFAULT_TIMEOUT_SECS
         from .app import build_app
         from .context import FrontendContext
 
@@ -74,27 +73,16 @@ class OpenAIExtension:
             if ctx.tokenizer_path(info) is not None and info.kind != "other":
                 asyncio.ensure_future(_warm_tokenizer(ctx, info))
 
-        class Server(uvicorn.Server):
-            @contextlib.contextmanager
-            def capture_signals(self):  # type: ignore[override]  # shutdown order is the runner's
-                yield
-
-        from ..http.protocol import DEFAULT_TIMEOUT_SECS, protocol_class
-
         host = options.address.strip("[]")
-        config = uvicorn.Config(
+        uv = listener(
             build_app(ctx),
-            host=host,
-            port=options.port,
-            loop="none",
-            # httptools, with deadlines for slow clients
-            http=protocol_class(getattr(args, "http_client_timeout_secs", DEFAULT_TIMEOUT_SECS)),
-            lifespan="off",
+            host,
+            options.port,
+            client_timeout=getattr(args, "http_client_timeout_secs", DEFAULT_TIMEOUT_SECS),
             access_log=options.log_level in ("debug", "trace"),
             log_level=options.log_level,
             timeout_keep_alive=5,
         )
-        uv = Server(config)
 
         async def serve() -> None:
             task = asyncio.ensure_future(uv.serve())

@@ -4,14 +4,13 @@ An error after the stream has started cannot change the status code any more, so
 one `data: {"error": {...}}` event, followed by `[DONE]` like every other stream.
 
 `EventStream` is a bare ASGI response, because its loop runs once per generated token: one
-`send` per event, no helper task. A client that leaves is noticed by the HTTP protocol, which
-cancels the handler (`cancel_on_disconnect`); the cancellation closes the chunk generators, and
-closing them cancels the request in the core.
+`send` per event. A client that leaves cancels the stream (the transport adapter's
+`cancel_on_disconnect`); the cancellation closes the chunk generators, and closing them cancels
+the request in the core.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,7 +19,7 @@ import orjson
 from starlette.responses import Response
 
 from ...core.errors import OpenInferError
-from ..http.protocol import CANCEL_ON_DISCONNECT, DISCONNECTED
+from ..asgi.transport import transport_of
 from .errors import error_payload
 
 log = logging.getLogger("openinfer.openai")
@@ -35,22 +34,6 @@ def event(payload: Any) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
-def cancel_on_disconnect(scope: dict[str, Any], on: bool = True) -> None:
-    """While on, a lost connection cancels the handler's task (the HTTP protocol does it)."""
-    scope[CANCEL_ON_DISCONNECT] = on
-
-
-def left(scope: dict[str, Any]) -> bool:
-    """True when the cancellation being handled came from the client leaving: it is then
-    forgotten (Python 3.11+ counts them) and the handler ends quietly."""
-    if not scope.get(DISCONNECTED):
-        return False
-    task = asyncio.current_task()
-    if task is not None:
-        task.uncancel()
-    return True
-
-
 class EventStream(Response):
     """ASGI response: `chunks` as `data:` events, then `[DONE]` (a Starlette `Response` only so
     that FastAPI passes it through)."""
@@ -62,19 +45,17 @@ class EventStream(Response):
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         chunks = self.chunks
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
-            try:
-                async for chunk in chunks:
-                    await send({"type": "http.response.body", "body": event(chunk), "more_body": True})
-            except STREAM_ERRORS as exc:
-                if not isinstance(exc, OpenInferError):
-                    log.exception("error while streaming")
-                body = event(error_payload(exc)[1])
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-            cancel_on_disconnect(scope, False)
-            await send({"type": "http.response.body", "body": DONE, "more_body": False})
-        except asyncio.CancelledError:
-            if not left(scope):
-                raise
+            with transport_of(scope, receive).cancel_on_disconnect() as guard:
+                await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
+                try:
+                    async for chunk in chunks:
+                        await send({"type": "http.response.body", "body": event(chunk), "more_body": True})
+                except STREAM_ERRORS as exc:
+                    if not isinstance(exc, OpenInferError):
+                        log.exception("error while streaming")
+                    body = event(error_payload(exc)[1])
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+            if not guard.left:
+                await send({"type": "http.response.body", "body": DONE, "more_body": False})
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]

@@ -1,10 +1,16 @@
-"""uvicorn's httptools protocol with deadlines for slow clients (slow-loris).
+"""uvicorn's httptools protocol with deadlines for slow clients and the fast transport adapter.
 
-uvicorn only times out idle keep-alive connections: a client that trickles its headers, or
-stops in the middle of a body, holds its connection (and the request's buffers) forever.
-Here a request's headers must arrive within `timeout` seconds of its first byte (of the
-connection, for a new one), and a body may not pause for longer than `timeout`; otherwise the
-connection is closed. Every HTTP listener (KServe, metrics, OpenAI) uses this protocol.
+Deadlines (slow-loris): uvicorn only times out idle keep-alive connections, so a client that
+trickles its headers, or stops in the middle of a body, would hold its connection (and the
+request's buffers) forever. Here a request's headers must arrive within `timeout` seconds of
+its first byte (of the connection, for a new one), and a body may not pause for longer than
+`timeout`; otherwise the connection is closed.
+
+Fast path: each request's scope carries a `FastTransport` (the adapter of `transport`) that
+takes a body which arrived whole without a `receive` round, writes a whole response in one
+vectored write, and is told by `connection_lost` when the client leaves, so a guarded handler
+is cancelled without a watcher task. It relies on fields of uvicorn's request cycle that are
+not public API: `uvicorn_compat` checks that they are there before this protocol is used.
 """
 
 from __future__ import annotations
@@ -12,77 +18,94 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from .transport import SCOPE_KEY, BodyTooLarge, CancelOnDisconnect, Headers, Transport
 
 log = logging.getLogger("openinfer.http")
 
 DEFAULT_TIMEOUT_SECS = 30.0
 #: A request body reaches the app in pieces of this size, or whole when smaller. uvicorn wakes
 #: the app for every read (64 KiB) and pauses the socket past 64 KiB until the app has taken
-#: it: a 700 KB JSON body cost a dozen wake-ups, pauses and copies. The app reads whole
-#: bodies anyway (under `--http-max-input-size`), so it waits for the whole of a small one.
+#: it: a 700 KB JSON body cost a dozen wake-ups, pauses and copies. The apps read whole
+#: bodies anyway (under `--http-max-input-size`), so they wait for the whole of a small one.
 BODY_PIECE_BYTES = 1 << 20
-#: Scope keys: an app sets the first while a disconnect should cancel its handler; the
-#: protocol sets the second just before it cancels, so the app can tell why.
-CANCEL_ON_DISCONNECT = "openinfer.cancel_on_disconnect"
-DISCONNECTED = "openinfer.disconnected"
-#: Scope key: the request's uvicorn cycle, for `write_whole`.
-CYCLE = "openinfer.cycle"
 
 
-def write_whole(scope: dict, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> bool:
-    """Write a complete response (head and body) to the connection in one go; False when the
-    app must use ASGI `send` instead (another server, a stalled client, an access log).
+class FastTransport(Transport):
+    """The adapter on uvicorn's request cycle; falls back to ASGI messages where it must."""
 
-    What uvicorn's `send` does for the two messages of a response, less its checks of header
-    names and values (ours are fixed or numbers) and the message dicts: at small sizes that is
-    a tenth of a request's time.
-    """
-    cycle = scope.get(CYCLE)
-    if cycle is None or cycle.response_started or cycle.flow.write_paused or cycle.access_log:
-        return False
-    if cycle.disconnected:
-        return True  # as uvicorn's `send`: nothing to write to
-    parts = [STATUS_LINE[status]]
-    for name, value in (*cycle.default_headers, *headers):
-        parts += (name, b": ", value, b"\r\n")
-    parts.append(b"content-length: %d\r\n" % len(body))
-    if not cycle.keep_alive:
-        parts.append(b"connection: close\r\n")
-    parts.append(b"\r\n")
-    cycle.response_started = True
-    cycle.waiting_for_100_continue = False
-    transport = cycle.transport
-    if body and scope["method"] != "HEAD":
-        transport.writelines((b"".join(parts), body))
-    else:
-        transport.write(b"".join(parts))
-    cycle.response_complete = True
-    cycle.message_event.set()
-    if not cycle.keep_alive:
-        transport.close()
-    cycle.on_response()
-    return True
+    __slots__ = ("_writer", "cycle")
 
+    def __init__(self, cycle: Any, writer: _WholeResponseWrites) -> None:
+        super().__init__(cycle.scope, cycle.receive, cycle.send)
+        self.cycle = cycle
+        self._writer = writer
 
-def take_body(scope: dict) -> bytes | None:
-    """The request's whole body when all of it has arrived (what ASGI `receive` would return,
-    without the message); None when the app must `receive` it."""
-    cycle = scope.get(CYCLE)
-    if (
-        cycle is None
-        or cycle.more_body
-        or cycle.waiting_for_100_continue
-        or cycle.disconnected
-        or cycle.response_complete
-    ):
-        return None
-    body = bytes(cycle.body)
-    cycle.body = bytearray()
-    cycle.message_event.clear()
-    cycle.flow.resume_reading()
-    return body
+    async def read_body(self, limit: int) -> bytes:
+        cycle = self.cycle
+        if cycle.more_body or cycle.waiting_for_100_continue or cycle.disconnected or cycle.response_complete:
+            return await super().read_body(limit)
+        # All of it is here already: no `receive` round.
+        body = bytes(cycle.body)
+        cycle.body = bytearray()
+        cycle.message_event.clear()
+        cycle.flow.resume_reading()
+        if len(body) > limit:
+            raise BodyTooLarge()
+        return body
+
+    async def write_response(self, status: int, headers: Headers, body: bytes) -> None:
+        """What uvicorn's `send` does for the two messages of a response, less its checks of
+        header names and values (ours are fixed or numbers) and the message dicts: at small
+        sizes that is a tenth of a request's time. A stalled client or an access log takes the
+        ASGI way."""
+        cycle = self.cycle
+        if cycle.response_started or cycle.flow.write_paused or cycle.access_log:
+            await super().write_response(status, headers, body)
+            return
+        if cycle.disconnected:
+            return  # as uvicorn's `send`: nothing to write to
+        parts = [STATUS_LINE[status]]
+        for name, value in (*cycle.default_headers, *headers):
+            parts += (name, b": ", value, b"\r\n")
+        parts.append(b"content-length: %d\r\n" % len(body))
+        if not cycle.keep_alive:
+            parts.append(b"connection: close\r\n")
+        parts.append(b"\r\n")
+        cycle.response_started = True
+        cycle.waiting_for_100_continue = False
+        transport = cycle.transport
+        if body and self.scope["method"] != "HEAD":
+            transport.writelines((b"".join(parts), body))
+        else:
+            transport.write(b"".join(parts))
+        cycle.response_complete = True
+        cycle.message_event.set()
+        if not cycle.keep_alive:
+            transport.close()
+        cycle.on_response()
+
+    def _guard_opened(self, guard: CancelOnDisconnect) -> None:
+        self._guard = guard  # `connection_lost` tells the guard: no watcher task
+        if self.cycle.disconnected:
+            asyncio.get_running_loop().call_soon(guard.client_left)
+
+    def _guard_closed(self, guard: CancelOnDisconnect) -> None:
+        if self._guard is guard:
+            self._guard = None
+
+    def connection_lost(self) -> None:
+        guard = self._guard
+        if guard is not None and not self.cycle.response_complete:
+            guard.client_left()
+
+    def response_done(self) -> None:
+        """The cycle's completion callback."""
+        self.scope.pop(SCOPE_KEY, None)  # the cycle and its scope refer to each other only meanwhile
+        self._writer.response_done()
 
 
 class _WholeResponseWrites:
@@ -94,7 +117,7 @@ class _WholeResponseWrites:
     (no content-length) and a 100 Continue go out at once as before.
     """
 
-    __slots__ = ("_transport", "_head", "_on_response")
+    __slots__ = ("_head", "_on_response", "_transport")
 
     def __init__(self, transport: asyncio.Transport, on_response: Callable[[], None]) -> None:
         self._transport = transport
@@ -135,23 +158,15 @@ class _WholeResponseWrites:
 
 
 def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protocol]:
-    """An httptools protocol class whose connections obey `timeout` (seconds, > 0)."""
+    """An httptools protocol class whose connections obey `timeout` (seconds, > 0) and whose
+    requests carry a `FastTransport`."""
 
     class SlowClientGuard(HttpToolsProtocol):
         # The deadline is a time, checked by one timer per connection that re-arms itself only
         # while a deadline is set: setting and clearing it for every request costs no timer.
         _due: float | None = None
         _timer: asyncio.TimerHandle | None = None
-        _task: asyncio.Task | None = None
         _writer: _WholeResponseWrites | None = None
-
-        def _start_asgi_task(self, cycle, app) -> None:  # type: ignore[no-untyped-def]
-            # As uvicorn does, keeping the task: a lost connection cancels it (no watcher
-            # task per request needed for that).
-            task = self.loop.create_task(cycle.run_asgi(app))
-            task.add_done_callback(self.tasks.discard)
-            self.tasks.add(task)
-            self._task = task
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -182,14 +197,9 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             super().on_headers_complete()
             cycle, writer = self.cycle, self._writer
             if cycle is not None and writer is not None:
-                scope = cycle.scope
-                scope[CYCLE] = cycle
-
-                def response_done() -> None:
-                    scope.pop(CYCLE, None)  # the cycle and its scope refer to each other only meanwhile
-                    writer.response_done()
-
-                cycle.transport, cycle.on_response = writer, response_done
+                adapter = FastTransport(cycle, writer)
+                cycle.scope[SCOPE_KEY] = adapter
+                cycle.transport, cycle.on_response = writer, adapter.response_done
                 if cycle.more_body:
                     self._arm()
 
@@ -202,19 +212,12 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            cycle, task = self.cycle, self._task
+            cycle = self.cycle
+            super().connection_lost(exc)  # marks the cycle disconnected first
             if cycle is not None:
-                cycle.scope.pop(CYCLE, None)
-            if (
-                cycle is not None
-                and task is not None
-                and not task.done()
-                and not cycle.response_complete
-                and cycle.scope.get(CANCEL_ON_DISCONNECT)
-            ):
-                cycle.scope[DISCONNECTED] = True
-                task.cancel()
-            super().connection_lost(exc)
+                adapter = cycle.scope.pop(SCOPE_KEY, None)
+                if isinstance(adapter, FastTransport):
+                    adapter.connection_lost()
 
         def _arm(self) -> None:
             self._due = due = self.loop.time() + timeout
