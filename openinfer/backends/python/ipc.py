@@ -13,6 +13,7 @@ that the receiver maps and unlinks.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import mmap
 import os
@@ -22,9 +23,14 @@ import struct
 import threading
 from typing import Any
 
+from . import packed
+
 SHM_DIR = "/dev/shm"
 SHM_THRESHOLD = 64 * 1024
-_HEADER = struct.Struct("<II")  # payload length, number of out-of-band buffers
+_FRAME = struct.Struct("<IB")  # body length, codec
+PICKLED, PACKED = 0, 1
+_LENGTH = struct.Struct("<I")  # a pickled body's pickle length
+_READ_SIZE = 1 << 20
 _NAME = struct.Struct("<HQ")  # name length, byte size
 _counter = itertools.count()
 _CONSUMED = struct.Struct("<Q")  # the arena header: bytes the receiver has copied out
@@ -115,6 +121,13 @@ def _write_shm(raw: memoryview) -> str:
     return name
 
 
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except OSError:
+        pass
+
+
 def _read_shm(name: str, size: int) -> memoryview:
     path = os.path.join(SHM_DIR, name)
     fd = os.open(path, os.O_RDWR)
@@ -127,24 +140,60 @@ def _read_shm(name: str, size: int) -> memoryview:
         os.close(fd)
 
 
-def encode(message: Any, arena: Arena | None = None) -> list[bytes]:
-    """The frames that carry one message (header, pickle, out-of-band descriptors)."""
+def encode(message: Any, arena: Arena | None = None) -> bytes:
+    """One message as a frame: the hot ones packed (`packed`), the others pickled."""
+    head = arena.head if arena is not None else 0
+    files: list[str] = []
+
+    def put_large(raw: memoryview) -> str:
+        descriptor = arena.put(raw) if arena is not None else None
+        if descriptor is None:
+            descriptor = _write_shm(raw)
+            files.append(descriptor)
+        return descriptor
+
+    try:
+        parts = packed.pack(message, put_large, SHM_THRESHOLD)
+    except packed.Unpackable:  # give back what the packing had written, then pickle
+        if arena is not None:
+            arena.head = head
+        for name in files:
+            _unlink(name)
+        parts = None
+    if parts is not None:
+        body = b"".join(parts)
+        return _FRAME.pack(len(body), PACKED) + body
     names: list[bytes] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
         raw = buffer.raw()
         if raw.nbytes < SHM_THRESHOLD:
             return True  # keep in band
-        descriptor = arena.put(raw) if arena is not None else None
-        encoded = (descriptor or _write_shm(raw)).encode()
+        encoded = put_large(raw).encode()
         names.append(_NAME.pack(len(encoded), raw.nbytes) + encoded)
         return False
 
     payload = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
-    return [_HEADER.pack(len(payload), len(names)), payload, *names]
+    body = b"".join([_LENGTH.pack(len(payload)), payload, *names])
+    return _FRAME.pack(len(body), PICKLED) + body
 
 
-def decode(payload: bytes, buffers: list[memoryview]) -> Any:
+def decode(codec: int, body: memoryview, arena: Arena | None = None) -> Any:
+    """The message of one frame's body."""
+    if codec == PACKED:
+        return packed.unpack(body, lambda descriptor, size: _buffer(descriptor, size, arena))
+    if codec != PICKLED:
+        raise EOFError(f"unknown frame codec {codec}")
+    (length,) = _LENGTH.unpack_from(body, 0)
+    offset = _LENGTH.size + length
+    payload = body[_LENGTH.size : offset]
+    buffers = []
+    while offset < len(body):
+        name_length, size = _NAME.unpack_from(body, offset)
+        offset += _NAME.size
+        name = bytes(body[offset : offset + name_length]).decode()
+        offset += name_length
+        buffers.append(_buffer(name, size, arena))
     return pickle.loads(payload, buffers=buffers)
 
 
@@ -156,21 +205,30 @@ def _buffer(name: str, size: int, arena: Arena | None) -> memoryview | bytearray
     return _read_shm(name, size)
 
 
-def read_buffer_names(read_exact, count: int, arena: Arena | None = None) -> list:
-    buffers = []
-    for _ in range(count):
-        length, size = _NAME.unpack(read_exact(_NAME.size))
-        buffers.append(_buffer(read_exact(length).decode(), size, arena))
-    return buffers
+class FrameReader:
+    """Cuts a byte stream into messages: everything one read brought is decoded at once, so the
+    server's loop runs one callback per read, however many answers it carried."""
 
+    def __init__(self, arena: Arena | None = None) -> None:
+        self.arena = arena
+        self._rest = bytearray()
 
-async def read_buffer_names_async(reader, count: int, arena: Arena | None = None) -> list:
-    buffers = []
-    for _ in range(count):
-        length, size = _NAME.unpack(await reader.readexactly(_NAME.size))
-        name = (await reader.readexactly(length)).decode()
-        buffers.append(_buffer(name, size, arena))
-    return buffers
+    def feed(self, data: bytes) -> list[Any]:
+        if self._rest:  # a frame left incomplete: grow it in place, not by concatenation
+            self._rest += data
+            data = self._rest
+        messages = []
+        offset, total = 0, len(data)
+        with memoryview(data) as view:
+            while total - offset >= _FRAME.size:
+                length, codec = _FRAME.unpack_from(view, offset)
+                end = offset + _FRAME.size + length
+                if end > total:
+                    break
+                messages.append(decode(codec, view[offset + _FRAME.size : end], self.arena))
+                offset = end
+        self._rest = bytearray(data[offset:]) if offset < total else bytearray()
+        return messages
 
 
 class BlockingChannel:
@@ -183,25 +241,20 @@ class BlockingChannel:
         self.inbound = inbound
         self.outbound = outbound
         self._write_lock = threading.Lock()
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = self.sock.recv(min(n, 1 << 20))
-            if not chunk:
-                raise EOFError("server closed the channel")
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+        self._frames = FrameReader(inbound)
+        self._ready: collections.deque[Any] = collections.deque()
 
     def receive(self) -> Any:
-        length, count = _HEADER.unpack(self._read_exact(_HEADER.size))
-        payload = self._read_exact(length)
-        return decode(payload, read_buffer_names(self._read_exact, count, self.inbound))
+        while not self._ready:
+            chunk = self.sock.recv(_READ_SIZE)
+            if not chunk:
+                raise EOFError("server closed the channel")
+            self._ready.extend(self._frames.feed(chunk))
+        return self._ready.popleft()
 
     def send(self, message: Any) -> None:
         with self._write_lock:  # the ring is reserved in send order: one writer at a time
-            self.sock.sendall(b"".join(encode(message, self.outbound)))
+            self.sock.sendall(encode(message, self.outbound))
 
 
 def cleanup_leftovers(pid: int) -> None:

@@ -38,8 +38,8 @@ class WorkerProcess:
         self.owner = owner
         self.python = python or sys.executable
         self.process: asyncio.subprocess.Process | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.reader_task: asyncio.Task[None] | None = None
+        self.transport: asyncio.Transport | None = None
+        self._death: asyncio.Task[None] | None = None
         #: Control messages awaiting their answers; the worker answers them in order.
         self.pending: collections.deque[asyncio.Future[Any]] = collections.deque()
         self.dead = False
@@ -80,8 +80,8 @@ class WorkerProcess:
             env=env,
         )
         child.close()
-        reader, self.writer = await asyncio.open_connection(sock=parent)
-        self.reader_task = asyncio.create_task(self._read_loop(reader))
+        loop = asyncio.get_running_loop()
+        self.transport, _ = await loop.create_connection(lambda: _Channel(self), sock=parent)
 
     async def call(self, message: Any, timeout: float | None = None) -> Any:
         """A control message (load, initialize, a readiness check, ...) and its answer's value.
@@ -104,30 +104,20 @@ class WorkerProcess:
 
     def send(self, message: Any) -> None:
         """Queue a message; everything queued in one loop iteration goes out in one write."""
-        if self.dead or self.writer is None:
+        if self.dead or self.transport is None:
             raise UnavailableError(f"Stub process '{self.owner.name}' is not healthy.")
         if not self._outbox:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._outbox.extend(ipc.encode(message, self.to_worker))
+        self._outbox.append(ipc.encode(message, self.to_worker))
 
     def _flush(self) -> None:
         frames, self._outbox = self._outbox, []
-        if self.writer is not None and not self.dead:
-            self.writer.write(b"".join(frames))
+        if self.transport is not None and not self.dead:
+            self.transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        header = ipc._HEADER
-        try:
-            while True:
-                length, count = header.unpack(await reader.readexactly(header.size))
-                payload = await reader.readexactly(length)
-                buffers = await ipc.read_buffer_names_async(reader, count, self.from_worker) if count else []
-                self.owner.dispatch(self, ipc.decode(payload, buffers))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            pass
-        except Exception:
-            log.exception("worker channel of '%s' failed", self.owner.name)
-        await self._died()
+    def _closed(self) -> None:
+        if self._death is None:
+            self._death = asyncio.ensure_future(self._died())
 
     async def _died(self) -> None:
         self.dead = True
@@ -166,10 +156,10 @@ class WorkerProcess:
     async def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:
             self.process.kill()
-        if self.reader_task is not None:
+        if self.transport is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self.reader_task), 5)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self.reaped.wait(), 5)
+            except asyncio.TimeoutError:
                 pass
 
     async def close(self, finalize: Any, timeout: float) -> None:
@@ -180,10 +170,36 @@ class WorkerProcess:
         except Exception as exc:
             log.error("finalize of '%s' failed: %s", self.owner.name, exc)
         finally:
-            if self.writer is not None:
-                self.writer.close()
+            if self.transport is not None:
+                self.transport.close()
             if self.process is not None:
                 try:
                     await asyncio.wait_for(self.process.wait(), timeout)
                 except asyncio.TimeoutError:
                     self.process.kill()
+
+
+class _Channel(asyncio.Protocol):
+    """The server's reader of one worker: every answer a read brought, dispatched in turn."""
+
+    def __init__(self, worker: WorkerProcess) -> None:
+        self.worker = worker
+        self.frames = ipc.FrameReader()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.frames.arena = self.worker.from_worker
+
+    def data_received(self, data: bytes) -> None:
+        worker = self.worker
+        try:
+            for message in self.frames.feed(data):
+                worker.owner.dispatch(worker, message)
+        except Exception:
+            log.exception("worker channel of '%s' failed", worker.owner.name)
+            assert self.transport is not None
+            self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.worker._closed()
