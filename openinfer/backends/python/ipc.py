@@ -252,6 +252,20 @@ class BlockingChannel:
             self._ready.extend(self._frames.feed(chunk))
         return self._ready.popleft()
 
+    def poll(self) -> list[Any]:
+        """Every message already here, without waiting for more."""
+        while True:
+            try:
+                chunk = self.sock.recv(_READ_SIZE, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                raise EOFError("server closed the channel")
+            self._ready.extend(self._frames.feed(chunk))
+        messages = list(self._ready)
+        self._ready.clear()
+        return messages
+
     def send(self, message: Any) -> None:
         with self._write_lock:  # the ring is reserved in send order: one writer at a time
             self.sock.sendall(encode(message, self.outbound))

@@ -32,6 +32,10 @@ class Unpackable(Exception):
     """The message holds something only pickle carries."""
 
 
+#: What parameters may hold: marshal would turn anything with a buffer (a numpy scalar) into
+#: bytes without a word, so every value is checked to be one of these exactly.
+_PLAIN = frozenset({str, int, float, bool})
+
 _NAMES: dict[np.dtype, str] = {}
 _DTYPES: dict[str, np.dtype] = {}
 
@@ -50,6 +54,22 @@ def _dtype(name: str) -> np.dtype:
     if dtype is None:
         dtype = _DTYPES[name] = np.dtype(name)
     return dtype
+
+
+def _plain(value: Any) -> Any:
+    if type(value) not in _PLAIN:
+        raise Unpackable(repr(value))
+    return value
+
+
+def _parameters(parameters: dict) -> dict:
+    if parameters:
+        if type(parameters) is not dict:
+            raise Unpackable("parameters")
+        for key, value in parameters.items():
+            if type(key) is not str or type(value) not in _PLAIN:
+                raise Unpackable(f"parameter {key!r}")
+    return parameters
 
 
 class _Packer:
@@ -83,7 +103,7 @@ class _Packer:
     def response(self, response: WireResponse | None) -> tuple | None:
         if response is None:
             return None
-        return (self.tensors(response.outputs), response.parameters, response.error)
+        return (self.tensors(response.outputs), _parameters(response.parameters), response.error)
 
 
 def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -> list[Any] | None:
@@ -93,7 +113,7 @@ def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -
     if kind is Execute:
         body: tuple = (_EXECUTE, message.batch_id, [
             (r.key, r.model_name, r.model_version, r.id, packer.tensors(r.inputs), r.outputs,
-             r.parameters, r.correlation_id, r.flags, r.timeout)
+             _parameters(r.parameters), _plain(r.correlation_id), r.flags, r.timeout)
             for r in message.requests
         ])
     elif kind is Executed:
@@ -109,7 +129,7 @@ def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -
         return None
     try:
         meta = marshal.dumps(body, 4)
-    except ValueError:  # a parameter, id or timing value that is not a plain builtin
+    except ValueError:  # something else that is not a builtin (the parameters are checked)
         raise Unpackable("not builtins") from None
     return [_LENGTH.pack(len(meta)), meta, *packer.chunks]
 

@@ -14,6 +14,7 @@ is one end of a socketpair. Three threads:
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import os
 import queue
@@ -21,6 +22,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -65,6 +67,10 @@ class WorkerHost:
 
     def __init__(self, channel: ipc.BlockingChannel) -> None:
         self.channel = channel
+        #: Called when a thread is about to wait for the server: someone must read the socket.
+        self.need_reader: Any = lambda: None
+        #: Called by `is_cancelled`: read what the server sent meanwhile, if nobody is reading.
+        self.poll: Any = lambda: None
         self._ids = itertools.count()
         self._waiting: dict[int, queue.Queue] = {}
         self._lock = threading.Lock()
@@ -83,6 +89,7 @@ class WorkerHost:
         with self._lock:
             self._waiting[call_id] = answers
         self.channel.send(Call(call_id, kind, args))
+        self.need_reader()
         return call_id, answers
 
     def _forget_call(self, call_id: int) -> None:
@@ -120,7 +127,13 @@ class WorkerHost:
         if final:
             self.finish([key])
 
+    @property
+    def awaiting_replies(self) -> bool:
+        return bool(self._waiting)
+
     def is_cancelled(self, key: int) -> bool:
+        if key not in self.cancelled:
+            self.poll()
         return key in self.cancelled
 
     def begin(self, requests: list) -> None:
@@ -153,35 +166,124 @@ def _safe_wire(response: Any, requested: list[str] | None) -> WireResponse:
     return wire_response(response, requested)
 
 
+#: How long `execute` may run before the watcher thread takes over reading the socket, so a
+#: cancellation or a readiness check reaches the model while it works.
+WATCH_S = 0.02
+
+
 class Worker:
+    """Runs the model's methods on the main thread, which also reads the socket while it has
+    nothing to run: a request goes from the socket to `execute` on one thread, with no hand-off.
+
+    A watcher thread reads instead while `execute` runs longer than `WATCH_S`, or at once when a
+    thread waits for a service answer (BLS); it hands the socket back as soon as the main thread
+    waits for work again. One reader at a time: whoever holds `_read_lock`."""
+
     def __init__(self, channel: ipc.BlockingChannel) -> None:
         self.channel = channel
         self.host = WorkerHost(channel)
-        self.tasks: queue.Queue[Any] = queue.Queue()
+        self.host.need_reader = self._need_reader
+        self.host.poll = self._poll
+        self.tasks: collections.deque[Any] = collections.deque()
         self.model_class: Any = None
         self.runner: ModelRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._read_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._main_waiting = False
+        self._busy_since: float | None = None
+        self._wanted = threading.Event()
 
-    # --------------------------------------------------------------- threads
-    def reader(self) -> None:
+    # --------------------------------------------------------------- reading
+    def route(self, message: Any) -> None:
+        """Act on one message from the server; work for the main thread is queued."""
+        kind = type(message)
+        if kind is Reply:
+            self.host.deliver(message)
+        elif kind is CancelMessage:  # handled here, so a running execute sees it at once
+            self.host.mark_cancelled(message.keys)
+        elif kind is CheckReady:  # beside execute, as Triton's stub runs it
+            threading.Thread(target=self.check_ready, name="openinfer-is-ready", daemon=True).start()
+        else:
+            if kind is Execute:
+                self.host.begin(message.requests)
+            with self._cond:
+                self.tasks.append(message)
+                self._cond.notify()
+
+    def _server_gone(self) -> None:
+        # The server is gone (or done with us): stop, even if the model is still busy.
+        with self._cond:
+            self.tasks.append(None)
+            self._cond.notify()
+        _exit_soon()
+
+    def next_task(self) -> Any:
+        """The main thread's next message: queued, or read from the socket itself."""
+        cond = self._cond
+        while True:
+            with cond:
+                if self.tasks:
+                    return self.tasks.popleft()
+            if self._read_lock.acquire(blocking=False):
+                try:
+                    message = self.channel.receive()
+                except (EOFError, OSError):
+                    return None
+                finally:
+                    self._read_lock.release()
+                self.route(message)
+                continue
+            with cond:  # the watcher reads: wait for what it hands over, or for the socket
+                self._main_waiting = True
+                while not self.tasks and self._read_lock.locked():
+                    cond.wait()
+                self._main_waiting = False
+
+    def _need_reader(self) -> None:
+        if not self._read_lock.locked():
+            self._wanted.set()
+
+    def _poll(self) -> None:
+        """Read what has arrived without waiting (a cancellation), when nobody else reads."""
+        if not self._read_lock.acquire(blocking=False):
+            return
         try:
-            while True:
-                message = self.channel.receive()
-                kind = type(message)
-                if kind is Reply:
-                    self.host.deliver(message)
-                elif kind is CancelMessage:  # handled here, so a running execute sees it at once
-                    self.host.mark_cancelled(message.keys)
-                elif kind is CheckReady:  # beside execute, as Triton's stub runs it
-                    threading.Thread(target=self.check_ready, name="openinfer-is-ready", daemon=True).start()
-                else:
-                    if kind is Execute:
-                        self.host.begin(message.requests)
-                    self.tasks.put(message)
+            messages = self.channel.poll()
         except (EOFError, OSError):
-            # The server is gone (or done with us): stop, even if the model is still busy.
-            self.tasks.put(None)
-            _exit_soon()
+            self._server_gone()
+            return
+        finally:
+            self._read_lock.release()
+        for message in messages:
+            self.route(message)
+
+    def watch(self) -> None:
+        """The watcher thread: reads while the main thread is busy for long or a thread waits
+        for the server."""
+        while True:
+            if self._wanted.wait(WATCH_S):
+                self._wanted.clear()
+            busy = self._busy_since
+            long_busy = busy is not None and time.monotonic() - busy >= WATCH_S
+            if not (long_busy or self.host.awaiting_replies):
+                continue
+            if not self._read_lock.acquire(blocking=False):
+                continue  # someone reads already
+            try:
+                while True:
+                    try:
+                        message = self.channel.receive()
+                    except (EOFError, OSError):
+                        self._server_gone()
+                        return
+                    self.route(message)
+                    if self._main_waiting:
+                        break
+            finally:
+                self._read_lock.release()
+                with self._cond:
+                    self._cond.notify_all()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -258,16 +360,21 @@ class Worker:
 
     # ------------------------------------------------------------------- loop
     def run(self) -> None:
-        threading.Thread(target=self.reader, name="openinfer-reader", daemon=True).start()
+        threading.Thread(target=self.watch, name="openinfer-reader", daemon=True).start()
         _host.install(self.host)
         while True:
-            message = self.tasks.get()
+            message = self.next_task()
             if message is None:
                 return
             kind = type(message)
             if kind is Execute:
-                self.execute(message)
+                self._busy_since = time.monotonic()
+                try:
+                    self.execute(message)
+                finally:
+                    self._busy_since = None
                 continue
+            self._busy_since = time.monotonic()
             try:
                 if kind is Load:
                     self.host.model_dir = message.model_dir or os.path.dirname(os.path.abspath(message.path))
@@ -287,6 +394,8 @@ class Worker:
             except BaseException as exc:  # report with the traceback's last line, as Triton does
                 detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
                 self.channel.send(Failed(detail))
+            finally:
+                self._busy_since = None
 
 
 def _exit_soon(grace_s: float = 1.0) -> None:

@@ -1,0 +1,270 @@
+"""The channel to a Python model's worker process under stress: many requests in flight, tensors
+of every size (the socket, the shared ring, a file of their own), a process that dies or hangs
+mid-request, cancellation and readiness checks while `execute` runs, and BLS calls that cross
+several workers."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.helpers import Server, write_model
+
+ECHO = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            x += 0  # the model may write into what it received
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", x),
+                pb_utils.Tensor("NEG", (-x).T.copy().T),  # and answer any layout
+            ]))
+        return out
+'''
+
+ECHO_CONFIG = '''
+backend: "python"
+max_batch_size: 16
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "NEG" data_type: TYPE_FP32 dims: [ -1 ] } ]
+dynamic_batching { }
+'''
+
+STRINGS = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUT", np.array([s[::-1] for s in pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()], dtype=np.object_))])
+            for r in requests]
+'''
+
+# Sleeps a little in every batch, so many requests are held when one of them kills the process.
+CRASHER = '''
+import os, time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.05)
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if x[0, 0] < 0:
+                os._exit(3)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x), pb_utils.Tensor("NEG", -x)]))
+        return out
+'''
+
+# Runs until its caller leaves (or hangs for good when asked); answers is_ready() meanwhile.
+WAITER = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def is_ready(self):
+        return True
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if x[0] < 0:
+                while True:
+                    time.sleep(1)
+            deadline = time.monotonic() + float(x[0])
+            while not request.is_cancelled() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen = np.array([1.0 if request.is_cancelled() else 0.0], np.float32)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", seen)]))
+        return out
+'''
+
+WAITER_CONFIG = '''
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+parameters { key: "execute_timeout_secs" value { string_value: "20" } }
+'''
+
+# BLS down a chain of workers: outer -> middle -> echo, each answer checked on the way back up.
+HOP = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+NEXT = "{next}"
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            answer = pb_utils.InferenceRequest(
+                model_name=NEXT, requested_output_names=["OUT"], inputs=[pb_utils.Tensor("IN", x + 1)]
+            ).exec()
+            if answer.has_error():
+                raise pb_utils.TritonModelException(answer.error().message())
+            y = pb_utils.get_output_tensor_by_name(answer, "OUT").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", y), pb_utils.Tensor("NEG", -y)]))
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("transport_repo")
+    write_model(repo, "echo", ECHO_CONFIG, ECHO)
+    write_model(repo, "crasher", ECHO_CONFIG, CRASHER)
+    write_model(repo, "middle", ECHO_CONFIG.replace("max_batch_size: 16", "max_batch_size: 16\ninstance_group [ { count: 2 } ]"),
+                HOP.format(next="echo"))
+    write_model(repo, "outer", ECHO_CONFIG.replace("max_batch_size: 16", "max_batch_size: 16\ninstance_group [ { count: 2 } ]"),
+                HOP.format(next="middle"))
+    write_model(repo, "waiter", WAITER_CONFIG, WAITER)
+    write_model(repo, "hanger", WAITER_CONFIG.replace('"20"', '"1"'), WAITER)
+    write_model(repo, "strings", '''
+        backend: "python"
+        max_batch_size: 0
+        input [ { name: "IN" data_type: TYPE_STRING dims: [ -1 ] } ]
+        output [ { name: "OUT" data_type: TYPE_STRING dims: [ -1 ] } ]
+        ''', STRINGS)
+    with Server(repo).start(wait_for="ready") as running:
+        yield running
+
+
+def _rows(values: np.ndarray, client=grpcclient):
+    tensor = client.InferInput("IN", list(values.shape), "FP32")
+    tensor.set_data_from_numpy(values)
+    return tensor
+
+
+# Sizes on both sides of the ring threshold (64 KiB) and one over the ring's limit for a buffer.
+SIZES = [1, 16, 1000, 16 * 1024, 16 * 1024 + 1, 300_000, 5_000_000]
+
+
+def test_many_requests_in_flight_each_get_their_own_answer(server):
+    """Concurrent requests of mixed sizes over both protocols: every answer is its request's."""
+    rng = np.random.default_rng(7)
+
+    def one(i: int) -> None:
+        size = SIZES[i % len(SIZES)] if i % 5 else 16
+        values = rng.random((1, size), dtype=np.float32) + i
+        if i % 2:
+            result = grpcclient.InferenceServerClient(server.grpc_url).infer("echo", [_rows(values)])
+        else:
+            result = httpclient.InferenceServerClient(server.http_url, network_timeout=300).infer(
+                "echo", [_rows(values, httpclient)])
+        np.testing.assert_array_equal(result.as_numpy("OUT"), values)
+        np.testing.assert_array_equal(result.as_numpy("NEG"), -values)
+
+    with concurrent.futures.ThreadPoolExecutor(24) as pool:
+        for future in [pool.submit(one, i) for i in range(120)]:
+            future.result()
+
+
+def test_strings_cross_as_well(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("IN", [3], "BYTES")
+    tensor.set_data_from_numpy(np.array([b"abc", b"", "é".encode() * 40_000], dtype=np.object_))
+    out = client.infer("strings", [tensor]).as_numpy("OUT")
+    assert out.tolist() == [b"cba", b"", ("é".encode() * 40_000)[::-1]]
+
+
+def test_crash_mid_batch_fails_what_it_held_and_the_next_process_serves(server):
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    barrier = threading.Barrier(13)
+
+    def one(value: float) -> tuple[str, object]:
+        own = grpcclient.InferenceServerClient(server.grpc_url)
+        values = np.full((1, 40_000), value, np.float32)  # through the ring
+        barrier.wait()
+        try:
+            return "ok", own.infer("crasher", [_rows(values)]).as_numpy("OUT")[0, 0]
+        except InferenceServerException as exc:
+            return "error", exc.message()
+
+    with concurrent.futures.ThreadPoolExecutor(13) as pool:
+        futures = [pool.submit(one, float(i + 1)) for i in range(12)] + [pool.submit(one, -1.0)]
+        outcomes = [f.result() for f in futures]
+    assert outcomes[-1][0] == "error" and "is not healthy" in str(outcomes[-1][1])
+    for (kind, detail), expected in zip(outcomes[:-1], range(1, 13)):
+        assert (kind == "ok" and detail == expected) or "is not healthy" in str(detail), (kind, detail)
+    answered = 0
+    for i in range(20):  # the restart may take a request to begin, as in Triton
+        values = np.full((1, 16), i, np.float32)
+        try:
+            np.testing.assert_array_equal(client.infer("crasher", [_rows(values)]).as_numpy("OUT"), values)
+            answered += 1
+        except InferenceServerException as exc:
+            assert "is not healthy" in exc.message() or "not ready" in exc.message()
+    assert answered >= 15
+    assert client.is_model_ready("crasher")
+
+
+def test_a_hung_model_is_timed_out_and_replaced(server):
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    with pytest.raises(InferenceServerException, match="did not finish within"):
+        client.infer("hanger", [_rows(np.array([-1.0], np.float32), httpclient)])
+    for _ in range(20):
+        try:
+            result = client.infer("hanger", [_rows(np.array([0.0], np.float32), httpclient)])
+            break
+        except InferenceServerException as exc:
+            assert "is not healthy" in exc.message() or "not ready" in exc.message()
+    assert result.as_numpy("OUT").tolist() == [0.0]
+
+
+def test_cancellation_and_readiness_reach_a_running_execute(server):
+    """While `execute` runs, the worker still hears the server: a readiness check is answered
+    by the model, and a cancelled request's `is_cancelled()` turns true."""
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    done = threading.Event()
+    outcome: list = []
+
+    def callback(result, error):
+        outcome.append(error)
+        done.set()
+
+    call = client.async_infer("waiter", [_rows(np.array([60.0], np.float32))], callback=callback)
+    assert client.is_model_ready("waiter")  # answered by is_ready() while execute runs
+    call.cancel()
+    assert done.wait(60)
+    assert isinstance(outcome[0], InferenceServerException) and "CANCELLED" in outcome[0].status()
+    # The model saw the cancellation (it returned long before its 60 s): the instance is free.
+    result = client.infer("waiter", [_rows(np.array([0.0], np.float32))])
+    assert result.as_numpy("OUT").tolist() == [0.0]
+
+
+def test_bls_across_three_workers_with_many_callers(server):
+    rng = np.random.default_rng(3)
+
+    def one(i: int) -> None:
+        size = [16, 20_000, 200_000][i % 3]
+        values = rng.random((1, size), dtype=np.float32)
+        own = grpcclient.InferenceServerClient(server.grpc_url)
+        result = own.infer("outer", [_rows(values)])
+        np.testing.assert_allclose(result.as_numpy("OUT"), values + 2)
+        np.testing.assert_allclose(result.as_numpy("NEG"), -(values + 2))
+
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        for future in [pool.submit(one, i) for i in range(36)]:
+            future.result()

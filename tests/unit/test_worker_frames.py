@@ -1,0 +1,125 @@
+"""The worker channel's frames: what goes in comes out, however the stream is cut."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from openinfer.backends.python import ipc, packed
+from openinfer.backends.python.wire import (
+    Cancel, Done, Execute, Executed, Respond, WireRequest, WireResponse,
+)
+
+
+def _request(key: int, *tensors: tuple[str, str, np.ndarray], parameters: dict | None = None) -> WireRequest:
+    return WireRequest(key, "m", "", f"id-{key}", list(tensors), ["OUT"], parameters or {}, "seq-7", 3, 1500)
+
+
+def _same(a: object, b: object) -> None:
+    """Equal messages, arrays compared by dtype, shape and value."""
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray)
+        assert (a.dtype, a.shape) == (b.dtype, b.shape)
+        np.testing.assert_array_equal(a, b)
+        return
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            _same(x, y)
+        return
+    assert a == b
+
+
+@pytest.fixture
+def arena():
+    ring = ipc.Arena.create(ipc.shm_prefix())
+    yield ring
+    ring.close(unlink=True)
+
+
+MESSAGES = [
+    Execute(1, [
+        _request(2, ("A", "FP32", np.arange(16, dtype=np.float32).reshape(1, 16))),
+        _request(3, ("B", "INT64", np.arange(12).reshape(3, 4).T), ("C", "BOOL", np.array([True, False])),
+                 parameters={"p": 1, "q": "x", "r": True, "s": 0.5}),
+        _request(4, ("E", "FP16", np.zeros((0, 5), np.float16)), ("S", "FP64", np.array(2.5))),
+    ]),
+    Executed(5, [WireResponse([("OUT", "UINT8", np.arange(200, dtype=np.uint8))], {"k": "v"}),
+                 None, WireResponse([], {}, (3, "bad input"))], (1, 2, 3), [7], None),
+    Executed(6, None, None, [], "Failed to process the request(s)"),
+    Respond(8, WireResponse([("OUT", "INT32", np.array([[1, 2], [3, 4]], np.int32))], {}), True),
+    Respond(9, None, True),
+    Cancel([1, 2, 3]),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_hot_messages_are_packed_and_come_back_equal(message, arena):
+    frame = ipc.encode(message, arena)
+    assert frame[4] == ipc.PACKED
+    (back,) = ipc.FrameReader(arena).feed(frame)
+    _same(message, back)
+    for tensors in _tensors(back):
+        for _, _, array in tensors:
+            assert array.flags.writeable  # a model may write into its inputs, as with pickle
+
+
+def _tensors(message: object) -> list:
+    if isinstance(message, Execute):
+        return [r.inputs for r in message.requests]
+    if isinstance(message, Executed):
+        return [r.outputs for r in message.responses or [] if r is not None]
+    if isinstance(message, Respond) and message.response is not None:
+        return [message.response.outputs]
+    return []
+
+
+def test_what_only_pickle_carries_is_pickled():
+    strings = np.array([b"a", b"bc"], dtype=np.object_)
+    for message in (
+        Execute(1, [_request(1, ("S", "BYTES", strings))]),
+        Execute(1, [_request(1, ("A", "FP32", np.ones(2, np.float32)), parameters={"n": np.int64(3)})]),
+        Done({"config": [1, 2]}),
+    ):
+        frame = ipc.encode(message)
+        assert frame[4] == ipc.PICKLED
+        (back,) = ipc.FrameReader().feed(frame)
+        _same(message, back)
+
+
+def test_large_tensors_cross_through_the_ring_and_files(arena):
+    big = np.random.default_rng(0).random(ipc.SHM_THRESHOLD // 4 * 3, dtype=np.float32)
+    huge = np.arange(ipc.ARENA_SIZE // 4 // 8 + 1000, dtype=np.float64)  # over the ring's limit
+    message = Respond(1, WireResponse([("BIG", "FP32", big), ("HUGE", "FP64", huge)], {}), False)
+    frame = ipc.encode(message, arena)
+    assert len(frame) < 1024  # the bytes went around the socket
+    (back,) = ipc.FrameReader(arena).feed(frame)
+    _same(message, back)
+    assert not [n for n in os.listdir(ipc.SHM_DIR) if n.startswith(ipc.shm_prefix()) and "arena" not in n]
+
+
+def test_a_stream_cut_anywhere_gives_the_same_messages(arena):
+    frames = b"".join(ipc.encode(m, arena) for m in MESSAGES)
+    reader = ipc.FrameReader(arena)
+    received = []
+    for i in range(0, len(frames), 7):  # every frame arrives in pieces, headers split too
+        received.extend(reader.feed(frames[i : i + 7]))
+    assert len(received) == len(MESSAGES)
+    for sent, back in zip(MESSAGES, received):
+        _same(sent, back)
+
+
+def test_packing_refuses_object_arrays_before_writing_anything(arena):
+    big = np.ones(ipc.SHM_THRESHOLD, np.float32)
+    strings = np.array(["x"], dtype=np.object_)
+    message = Execute(1, [_request(1, ("BIG", "FP32", big)), _request(2, ("S", "BYTES", strings))])
+    with pytest.raises(packed.Unpackable):
+        packed.pack(message, lambda raw: "unused", ipc.SHM_THRESHOLD)
+    head = arena.head
+    frame = ipc.encode(message, arena)  # pickled, its large buffer through the ring once
+    assert frame[4] == ipc.PICKLED
+    (back,) = ipc.FrameReader(arena).feed(frame)
+    _same(message, back)
+    assert arena.head - head < 2 * big.nbytes
