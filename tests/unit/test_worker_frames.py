@@ -123,3 +123,26 @@ def test_packing_refuses_object_arrays_before_writing_anything(arena):
     (back,) = ipc.FrameReader(arena).feed(frame)
     _same(message, back)
     assert arena.head - head < 2 * big.nbytes
+
+
+def test_large_tensors_are_read_in_place_and_their_space_returns_when_dropped(arena):
+    """The receiver's arrays view the ring; the sender gets the space back once the oldest
+    array still alive goes, whatever order they are dropped in."""
+    chunk = ipc.SHM_THRESHOLD  # bytes per tensor
+    frames = [ipc.encode(Respond(i, WireResponse([("T", "UINT8", np.full(chunk, i, np.uint8))], {}), False), arena)
+              for i in range(3)]
+    reader = ipc.FrameReader(arena)
+    arrays = [reader.feed(f)[0].response.outputs[0][2] for f in frames]
+    everything = ipc.ARENA_SIZE
+    assert arena.free() == everything - 3 * chunk
+    view = arrays[0][10:]  # a view of a view keeps the ring space too
+    del arrays[1]  # the middle one first: nothing can be reused yet
+    assert arena.free() == everything - 3 * chunk
+    arrays[0][:] = 7  # writable, like any array the model gets
+    del arrays[0]
+    assert arena.free() == everything - 3 * chunk  # `view` still reads the first
+    assert int(view[0]) == 7
+    del view
+    assert arena.free() == everything - chunk
+    arrays.clear()
+    assert arena.free() == everything

@@ -21,7 +21,10 @@ import pickle
 import socket
 import struct
 import threading
+import weakref
 from typing import Any
+
+import numpy as np
 
 from . import packed
 
@@ -55,6 +58,10 @@ class Arena:
             os.close(fd)
         self.view = memoryview(self.region)
         self.head = 0  # sender: bytes ever reserved (monotonic)
+        #: Receiver: the buffers taken and not yet released, in ring order, as [end, released].
+        self._spans: collections.deque[list] = collections.deque()
+        self._lock = threading.Lock()  # a view may be released by whichever thread drops it
+        self.closed = False
 
     @staticmethod
     def create(prefix: str) -> Arena:
@@ -86,11 +93,31 @@ class Arena:
 
     def take(self, descriptor: str, size: int) -> bytearray:
         """Copy a buffer out of the ring and release its space to the sender."""
+        view, span = self.take_view(descriptor, size)
+        data = bytearray(view)
+        view.release()
+        self.release(span)
+        return data
+
+    def take_view(self, descriptor: str, size: int) -> tuple[memoryview, list]:
+        """A buffer where it lies in the ring; its space stays the receiver's until `release`."""
         position, end = (int(x) for x in descriptor[1:].split(":"))
         base = _ARENA_HEADER + position
-        data = bytearray(self.view[base : base + size])
-        _CONSUMED.pack_into(self.region, 0, end)
-        return data
+        span = [end, False]
+        with self._lock:
+            self._spans.append(span)
+        return self.view[base : base + size], span
+
+    def release(self, span: list) -> None:
+        """Give a taken buffer's space back; the sender reuses the ring up to the oldest one
+        still held, so buffers may be released in any order."""
+        with self._lock:
+            span[1] = True
+            spans, consumed = self._spans, None
+            while spans and spans[0][1]:
+                consumed = spans.popleft()[0]
+            if consumed is not None and not self.closed:
+                _CONSUMED.pack_into(self.region, 0, consumed)
 
     def unlink(self) -> None:
         try:
@@ -99,8 +126,13 @@ class Arena:
             pass  # already gone
 
     def close(self, unlink: bool = False) -> None:
-        self.view.release()
-        self.region.close()
+        with self._lock:
+            self.closed = True
+        try:
+            self.view.release()
+            self.region.close()
+        except BufferError:
+            pass  # arrays still view the ring: the mapping goes with the last of them
         if unlink:
             self.unlink()
 
@@ -181,7 +213,7 @@ def encode(message: Any, arena: Arena | None = None) -> bytes:
 def decode(codec: int, body: memoryview, arena: Arena | None = None) -> Any:
     """The message of one frame's body."""
     if codec == PACKED:
-        return packed.unpack(body, lambda descriptor, size: _buffer(descriptor, size, arena))
+        return packed.unpack(body, lambda descriptor, dtype, shape: _array(descriptor, dtype, shape, arena))
     if codec != PICKLED:
         raise EOFError(f"unknown frame codec {codec}")
     (length,) = _LENGTH.unpack_from(body, 0)
@@ -195,6 +227,20 @@ def decode(codec: int, body: memoryview, arena: Arena | None = None) -> Any:
         offset += name_length
         buffers.append(_buffer(name, size, arena))
     return pickle.loads(payload, buffers=buffers)
+
+
+def _array(name: str, dtype: np.dtype, shape: tuple, arena: Arena | None) -> np.ndarray:
+    """A large tensor read where it lies: a view into the ring (its space is released when the
+    last array over it goes), or over a file of its own."""
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if name.startswith("@") and arena is not None:
+        view, span = arena.take_view(name, size)
+        flat = np.frombuffer(view, dtype)
+        del view
+        # Every array derived from `flat` keeps its base alive, so this runs after the last.
+        weakref.finalize(flat.base, arena.release, span)
+        return flat.reshape(shape)
+    return np.frombuffer(_buffer(name, size, arena), dtype).reshape(shape)
 
 
 def _buffer(name: str, size: int, arena: Arena | None) -> memoryview | bytearray:

@@ -137,7 +137,7 @@ def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -
 class _Unpacker:
     __slots__ = ("data", "offset", "take_large")
 
-    def __init__(self, data: memoryview, offset: int, take_large: Callable[[str, int], Any]) -> None:
+    def __init__(self, data: memoryview, offset: int, take_large: Callable[[str, np.dtype, tuple], np.ndarray]) -> None:
         self.data, self.offset, self.take_large = data, offset, take_large
 
     def tensors(self, packed: list) -> list:
@@ -147,11 +147,10 @@ class _Unpacker:
             if type(where) is int:
                 start = self.offset
                 self.offset = start + where
-                buffer: Any = bytearray(self.data[start : self.offset])  # writable, as pickle gave
+                buffer = bytearray(self.data[start : self.offset])  # writable, as pickle gave
+                out.append((name, datatype, np.ndarray(shape, dtype, buffer)))
             else:
-                size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                buffer = self.take_large(where, size)
-            out.append((name, datatype, np.ndarray(shape, dtype, buffer)))
+                out.append((name, datatype, self.take_large(where, dtype, shape)))
         return out
 
     def response(self, packed: tuple | None) -> WireResponse | None:
@@ -161,7 +160,7 @@ class _Unpacker:
         return WireResponse(self.tensors(outputs), parameters, tuple(error) if error is not None else None)
 
 
-def unpack(data: memoryview, take_large: Callable[[str, int], Any]) -> Any:
+def unpack(data: memoryview, take_large: Callable[[str, np.dtype, tuple], np.ndarray]) -> Any:
     """The message `pack` wrote (`data` starts at its marshal length)."""
     (length,) = _LENGTH.unpack_from(data, 0)
     body = marshal.loads(data[_LENGTH.size : _LENGTH.size + length])

@@ -233,6 +233,7 @@ class Worker:
                 finally:
                     self._read_lock.release()
                 self.route(message)
+                del message
                 continue
             with cond:  # the watcher reads: wait for what it hands over, or for the socket
                 self._main_waiting = True
@@ -278,6 +279,7 @@ class Worker:
                         self._server_gone()
                         return
                     self.route(message)
+                    del message  # a tensor held here would hold its ring space while we wait
                     if self._main_waiting:
                         break
             finally:
@@ -373,6 +375,7 @@ class Worker:
                     self.execute(message)
                 finally:
                     self._busy_since = None
+                    del message  # its inputs' ring space is free while we wait for the next
                 continue
             self._busy_since = time.monotonic()
             try:
