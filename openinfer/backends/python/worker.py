@@ -3,10 +3,12 @@ the channel.
 
 Run as `python -m openinfer.backends.python.worker <fd> <inbound ring> <outbound ring>`; the fd
 is one end of a socketpair. Three threads:
-- the reader receives every message, routes service answers to whichever thread waits for
-  them and marks cancelled requests at once;
 - the main thread runs the model's methods one call at a time, in order (Triton's contract for
-  an instance);
+  an instance), and reads the socket itself whenever it waits for work, so a request reaches
+  `execute` with no hand-off between threads;
+- a watcher reads instead while `execute` runs longer than `WATCH_S` or a thread waits for a
+  service answer (BLS): it routes service answers to whichever thread waits for them, marks
+  cancelled requests at once and runs readiness checks beside `execute`;
 - an event loop thread, started on first use, runs coroutines: an `async def execute` of a
   decoupled model runs there in the background, so several overlap as in Triton.
 """

@@ -1,8 +1,9 @@
 """The server's end of one worker process: spawning it, the channel, and what it answered.
 
-The process runs `python -m openinfer.backends.python.worker`; large tensors cross through
-two shared rings (`ipc.Arena`), everything else inside pickled `wire` messages. Answers go to
-the owner (an instance, or the loader that runs `auto_complete_config`) through `dispatch`.
+The process runs `python -m openinfer.backends.python.worker`; messages cross as frames on a
+socketpair, large tensors through two shared rings (`ipc`). One `asyncio.Protocol` per worker
+decodes everything a read brought and hands each answer to the owner (an instance, or the
+loader that runs `auto_complete_config`) through `dispatch`, in the same callback.
 """
 
 from __future__ import annotations
