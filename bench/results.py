@@ -45,6 +45,40 @@ def _best(by: dict, keys: tuple[str, ...], proto: str, size: int, conc: int) -> 
     return runs[0] if runs else None
 
 
+def _cpu(c: dict[str, Any] | None) -> str:
+    if not c or c.get("error") or c.get("server_cpu_us") is None:
+        return "–"
+    return f"{c['server_cpu_us']:.0f}"
+
+
+def _default_mode(by: dict, keys: list) -> list[str]:
+    """openinfer as most users run it (a worker process per instance, as Triton) against its
+    own in_process mode and against each peer's faster setting, with the server CPU of both."""
+    lines = [
+        "",
+        "## The default mode: a worker process per instance",
+        "",
+        "Ratios of openinfer's default mode to its `in_process` mode and to each peer's "
+        "faster setting; server CPU per request (µs, workers included) of both openinfer modes.",
+        "",
+        "| Protocol | Shape | Conc. | default | in_process | default / in_process "
+        "| default / MLServer | default / KServe | CPU µs/req default | CPU µs/req in_process |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for proto, size, conc in keys:
+        default = by.get(("openinfer", proto, size, conc))
+        if default is None:
+            continue
+        inproc = by.get(("openinfer_inproc", proto, size, conc))
+        ml = _best(by, ("mlserver", "mlserver_pw0"), proto, size, conc)
+        ks = by.get(("kserve", proto, size, conc))
+        lines.append(
+            f"| {PROTOCOL_NAMES[proto]} | [1,{size}] | {conc} | {_cell(default)} | {_cell(inproc)} "
+            f"| {_ratio(default, inproc)} | {_ratio(default, ml)} | {_ratio(default, ks)} "
+            f"| {_cpu(default)} | {_cpu(inproc)} |")
+    return lines
+
+
 def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[str, Any]) -> str:
     by = {(c["server"], c["protocol"], c["size"], c["concurrency"]): c for c in cells}
     keys = sorted({(c["protocol"], c["size"], c["concurrency"]) for c in cells},
@@ -91,19 +125,23 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         lines.append(
             f"| {PROTOCOL_NAMES[proto]} | [1,{size}] | {conc} | {oi_text} | {ml_text} | "
             f"{_cell(ks)} | {_cell(ceil)} | {_ratio(oi, ml)} | {_ratio(oi, ceil)} |")
+    lines += _default_mode(by, keys)
     lines += [
         "",
         "## Every run",
         "",
+        "Server CPU: what the server's processes (workers included) spent per request, read "
+        "from /proc over the level.",
+        "",
         "| Server | Protocol | Shape | Conc. | infer/s | p50 ms | p99 ms | requests "
-        "| server count | client CPU | notes |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| server count | server CPU µs/req | client CPU | notes |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in sorted(cells, key=lambda c: (c["protocol"] != "http", c["size"], c["concurrency"],
                                           c["server"])):
         if c.get("error"):
             lines.append(f"| {c['label']} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | "
-                         f"{c['concurrency']} | – | – | – | – | – | – | {c['error'][:120]} |")
+                         f"{c['concurrency']} | – | – | – | – | – | – | – | {c['error'][:120]} |")
             continue
         notes = [] if c.get("stable", True) else ["not stable"]
         if c.get("driver") == "wrk":
@@ -113,7 +151,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
             f"| {c['label']} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | "
             f"{c['concurrency']} | {c['throughput']:,.0f} | {c['p50_ms']:.2f} | "
             f"{c['p99_ms']:.2f} | {c['completed']:,} | {'–' if srv is None else f'{srv:,}'} | "
-            f"{c['client_cpu']:.0f}% | {', '.join(notes)} |")
+            f"{_cpu(c)} | {c['client_cpu']:.0f}% | {', '.join(notes)} |")
     if skipped:
         lines += ["", "## Not measured", ""]
         lines += [f"- {k}: {why}" for k, why in skipped.items()]

@@ -17,6 +17,7 @@ from openinfer.bench.options import Options
 from openinfer.bench.runner import RunError
 
 from . import results, servers
+from .proc_cpu import measured
 from .peers import ensure_wrk
 
 HERE = Path(__file__).resolve().parent
@@ -158,10 +159,11 @@ def main(argv: list[str]) -> int:
         c: dict[str, Any] = {"server": server.key, "label": server.label, "protocol": proto,
                              "size": size, "concurrency": conc}
         try:
+            pid = server.proc.pid if server.proc is not None else None
             if wrk and proto == "http":
-                c.update(measure_wrk(wrk, server, size, conc, files[size][1], ns))
+                c.update(measured(pid, lambda: measure_wrk(wrk, server, size, conc, files[size][1], ns)))
             else:
-                c.update(measure(server, proto, size, conc, files[size][0], ns))
+                c.update(measured(pid, lambda: measure(server, proto, size, conc, files[size][0], ns)))
         except (RunError, ControlError, OSError) as exc:
             c["error"] = str(exc)
             print(f"   failed: {exc}", file=sys.stderr)

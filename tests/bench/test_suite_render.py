@@ -31,3 +31,14 @@ def test_openinfer_compared_by_its_faster_setting() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
     assert "(in-proc)" in row and "4.00×" in row and "0.40×" in row
     assert "| openinfer | HTTP JSON |" in text and "| openinfer_inproc | HTTP JSON |" in text
+
+
+def test_default_mode_against_in_process_and_each_peer_with_server_cpu() -> None:
+    cells = [{**_cell("openinfer", 3000, "grpc"), "server_cpu_us": 120.0},
+             {**_cell("openinfer_inproc", 4000, "grpc"), "server_cpu_us": 90.0},
+             _cell("kserve", 2000, "grpc"), _cell("mlserver_pw0", 1500, "grpc")]
+    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
+    section = text.split("## The default mode", 1)[1].split("## Every run", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| gRPC | [1,16] | 16"))
+    assert "| 0.75× | 2.00× | 1.50× | 120 | 90 |" in row
+    assert "| openinfer | gRPC | [1,16] | 16 | 3,000 |" in text and "| 120 |" in text
