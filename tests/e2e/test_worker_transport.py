@@ -6,6 +6,7 @@ several workers."""
 from __future__ import annotations
 
 import concurrent.futures
+import queue
 import threading
 
 import numpy as np
@@ -130,6 +131,30 @@ class TritonPythonModel:
 '''
 
 
+# Decoupled: answers from a thread of its own that asks is_cancelled() before every answer, so
+# that thread reads the socket now and then while the main thread waits for the next request.
+TICKER = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            count = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+            threading.Thread(target=self.tick, args=(request.get_response_sender(), count), daemon=True).start()
+        return None
+
+    def tick(self, sender, count):
+        for i in range(count):
+            for _ in range(20):
+                sender.is_cancelled()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([i], np.float32))]))
+        sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+'''
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("transport_repo")
@@ -147,6 +172,7 @@ def server(tmp_path_factory):
         input [ { name: "IN" data_type: TYPE_STRING dims: [ -1 ] } ]
         output [ { name: "OUT" data_type: TYPE_STRING dims: [ -1 ] } ]
         ''', STRINGS)
+    write_model(repo, "ticker", WAITER_CONFIG.replace("max_batch_size: 0", "max_batch_size: 0\nmodel_transaction_policy { decoupled: true }"), TICKER)
     with Server(repo).start(wait_for="ready") as running:
         yield running
 
@@ -268,3 +294,20 @@ def test_bls_across_three_workers_with_many_callers(server):
     with concurrent.futures.ThreadPoolExecutor(12) as pool:
         for future in [pool.submit(one, i) for i in range(36)]:
             future.result()
+
+
+def test_a_decoupled_model_polling_for_cancellation_never_stalls_the_next_request(server):
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    answers: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for round_ in range(30):
+            client.async_stream_infer("ticker", [_rows(np.array([5.0], np.float32))])
+            values = []
+            for _ in range(5):
+                result, error = answers.get(timeout=60)
+                assert error is None, error
+                values.append(float(result.as_numpy("OUT")[0]))
+            assert values == [0.0, 1.0, 2.0, 3.0, 4.0], round_
+    finally:
+        client.stop_stream()

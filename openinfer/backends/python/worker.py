@@ -257,7 +257,7 @@ class Worker:
             self._server_gone()
             return
         finally:
-            self._read_lock.release()
+            self._stop_reading()
         for message in messages:
             self.route(message)
 
@@ -285,9 +285,14 @@ class Worker:
                     if self._main_waiting:
                         break
             finally:
-                self._read_lock.release()
-                with self._cond:
-                    self._cond.notify_all()
+                self._stop_reading()
+
+    def _stop_reading(self) -> None:
+        """Give up the socket; the main thread, if it waits for it, reads next."""
+        self._read_lock.release()
+        if self._main_waiting:
+            with self._cond:
+                self._cond.notify_all()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
