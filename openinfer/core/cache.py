@@ -126,7 +126,7 @@ def cached_response(cache: ResponseCache, model, request: InferRequest) -> tuple
     if response is not None:
         model.stats.cache_hit.add(elapsed)
     else:
-        request.flags["cache_lookup_ns"] = elapsed
+        request.state.cache_lookup_ns = elapsed
     return response, key
 
 
@@ -134,7 +134,7 @@ def remember(cache: ResponseCache, model, key: bytes, request: InferRequest, res
     """Insert a fresh response; the miss is counted with its lookup and insert time."""
     started = time.perf_counter_ns()
     cache.insert(key, response)
-    elapsed = time.perf_counter_ns() - started + request.flags.pop("cache_lookup_ns", 0)
+    elapsed = time.perf_counter_ns() - started + request.state.cache_lookup_ns
     model.stats.cache_miss.add(elapsed)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -220,9 +219,9 @@ class InferenceServer:
             if trace is not None:
                 trace.queued(request)
             # Set when the caller stops reading early (client gone): backends poll it between steps.
-            request.flags.setdefault("cancelled", threading.Event())
+            request.state.cancel_event()
             # A caller that keeps reading may still ask the model to stop (a BLS stream's cancel).
-            request.flags["ask_to_stop"] = functools.partial(_ask_to_stop, request, sender)
+            request.state.ask_to_stop = functools.partial(_ask_to_stop, request, sender)
             schedule = asyncio.ensure_future(model.scheduler.schedule(request, sender))  # type: ignore[union-attr]
             try:
                 async for response in sender:
@@ -264,7 +263,7 @@ class InferenceServer:
             ok,
             time.perf_counter_ns() - request.arrival_ns,
             request.queue_ns,
-            request.flags.get("failure_reason", "BACKEND"),
+            request.state.failure_reason,
             first_ns,
             request.compute,
         )
@@ -274,7 +273,7 @@ class InferenceServer:
     def _shm_writer(self, request: InferRequest):
         """What writes outputs into their regions; None when no output goes to one (pinning
         found them all)."""
-        holds = request.flags.get("shm_outputs")
+        holds = request.state.shm_outputs
         if self.shm is None or not holds:
             return None
         return functools.partial(self.shm.write_output, holds=holds)
@@ -318,7 +317,7 @@ class InferenceServer:
 def _ask_to_stop(request: InferRequest, sender: StreamSender) -> None:
     """Triton's request cancellation from a caller that keeps reading: the backend is told
     (the model's `is_cancelled()` turns true), and whatever it still sends is delivered."""
-    request.flags["cancelled"].set()
+    request.state.cancel_event().set()
     hook, sender.on_cancel = sender.on_cancel, None
     if hook is not None:
         hook()
@@ -326,6 +325,6 @@ def _ask_to_stop(request: InferRequest, sender: StreamSender) -> None:
 
 def _cancel(request: InferRequest, sender: UnarySender | StreamSender) -> None:
     """Mark a request whose caller stopped listening: engines poll the event, backends get the hook."""
-    request.flags.setdefault("cancelled", threading.Event()).set()
-    request.flags["failure_reason"] = "CANCELED"
+    request.state.cancel_event().set()
+    request.state.failure_reason = "CANCELED"
     sender.cancel()

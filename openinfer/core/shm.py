@@ -400,13 +400,14 @@ class SharedMemoryManager:
                 hold.release()
             raise
         if holds:
-            request.flags["shm_holds"] = holds
-            request.flags["shm_outputs"] = outputs
+            request.state.shm_holds = holds
+            request.state.shm_outputs = outputs
 
     def release(self, request: InferRequest) -> None:
         """The request is over: let go of its regions (unregistering those that wait for it)."""
-        if "shm_holds" in request.flags:
-            for hold in request.flags.pop("shm_holds"):
+        holds, request.state.shm_holds = request.state.shm_holds, None
+        if holds:
+            for hold in holds:
                 hold.release()
 
     def write_output(

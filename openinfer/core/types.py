@@ -7,6 +7,8 @@ incoming bytes allow it, an object array of `bytes` for BYTES.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,33 @@ class RequestedOutput:
 
 
 @dataclass(slots=True)
+class RequestState:
+    """What the core and the backends note on a request while it runs; one typed place, so a
+    reader sees every piece of per-request state and who may set it."""
+
+    #: Set when the caller stops listening (or asks the model to stop); backends poll it.
+    cancelled: threading.Event | None = None
+    #: A streaming caller that keeps reading asks the model to stop (a BLS stream's `cancel()`).
+    ask_to_stop: Callable[[], None] | None = None
+    #: The statistics' failure label when the request ends in error.
+    failure_reason: str = "BACKEND"
+    #: Sequence-state outputs the core added to the request; hidden from the client.
+    state_only_outputs: set[str] | None = None
+    #: The shared-memory regions the request pins, released when it ends.
+    shm_holds: list[Any] | None = None
+    #: Pinned output regions by output name.
+    shm_outputs: dict[str, Any] | None = None
+    #: A response-cache miss's lookup time, added to its insert time.
+    cache_lookup_ns: int = 0
+
+    def cancel_event(self) -> threading.Event:
+        """The request's cancellation event, made on first use."""
+        if self.cancelled is None:
+            self.cancelled = threading.Event()
+        return self.cancelled
+
+
+@dataclass(slots=True)
 class InferRequest:
     model_name: str
     model_version: str = ""  # "" = let the server choose the newest READY version
@@ -56,7 +85,7 @@ class InferRequest:
     arrival_ns: int = 0
     queue_ns: int = 0  # arrival to the start of its execution
     compute: Any = None  # the `ExecutionTiming` of the execution that ran it
-    flags: dict[str, Any] = field(default_factory=dict)
+    state: RequestState = field(default_factory=RequestState)
     #: The request's `core.trace.Trace` when tracing sampled it; None otherwise (one check to skip).
     trace: Any = None
 

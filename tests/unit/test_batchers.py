@@ -240,7 +240,7 @@ async def test_full_queue_is_rejected_with_tritons_error():
     rejected = await submit(batcher, request("extra"))
     with pytest.raises(UnavailableError, match=r"^\[request id: extra\] Exceeds maximum queue size$"):
         await rejected.future
-    assert rejected.request.flags["failure_reason"] == "REJECTED"
+    assert rejected.request.state.failure_reason == "REJECTED"
     inst.gate.set()
     await asyncio.gather(running.future, *(s.future for s in queued))
 
@@ -274,7 +274,7 @@ async def test_request_timeout_expires_in_the_queue():
     patient = await submit(batcher, request("patient"))
     with pytest.raises(UnavailableError, match=r"Request timeout expired"):
         await late.future
-    assert late.request.flags["failure_reason"] == "REJECTED"
+    assert late.request.state.failure_reason == "REJECTED"
     inst.gate.set()
     await asyncio.gather(running.future, patient.future)
     assert ["late"] not in inst.batches and "late" not in inst.batches[-1]

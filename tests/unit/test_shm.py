@@ -110,7 +110,7 @@ def test_held_region_is_unregistered_when_released(key):
     manager.write_output(
         request.outputs[0],
         Tensor("Y", "FP32", (4,), np.full(4, 7, np.float32)),
-        request.flags["shm_outputs"],
+        request.state.shm_outputs,
     )
     manager.release(request)
     assert manager.system_status() == []

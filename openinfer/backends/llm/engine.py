@@ -1,7 +1,7 @@
 """Continuous batching for Hugging Face causal LMs on the CPU.
 
 One thread runs the loop below for a model instance. Every iteration it
-  1. ends the requests whose caller went away (`request.flags["cancelled"]`),
+  1. ends the requests whose caller went away (`request.state.cancelled`),
   2. admits waiting requests while there is room (`max_num_seqs`): tokenise, prefill alone
      (no padding inside a prefill), sample the first token, and join the running batch,
   3. runs ONE decode step for every running sequence together (one forward pass, each row

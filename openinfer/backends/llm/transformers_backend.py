@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 
 from ..._proto import model_config_pb2 as mc
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
@@ -79,7 +78,7 @@ class TransformersInstance(ModelInstance):
             params=params,
             sender=sender,
             # the core sets this event when the caller goes away (stream closed, HTTP disconnect)
-            cancelled=request.flags.setdefault("cancelled", threading.Event()),
+            cancelled=request.state.cancel_event(),
             adapter=params.lora_name or BASE_ADAPTER,
         )
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import threading
 from typing import Any
 
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
@@ -151,7 +150,7 @@ class VllmInstance(ModelInstance):
 
     async def _run_generate(self, request, sender, inputs, params, sampling, lora) -> None:
         request_id = f"{request.id or 'req'}-{next(self.ids)}"
-        cancelled = request.flags.setdefault("cancelled", threading.Event())
+        cancelled = request.state.cancel_event()
         sent_text: list[int] = []
         sent_tokens: list[int] = []
         sent_logprobs: list[int] = []

@@ -173,7 +173,7 @@ class BlsStream:
         return self.services._answers(self.request)
 
     def cancel(self) -> None:
-        stop = self.request.flags.get("ask_to_stop")
+        stop = self.request.state.ask_to_stop
         if stop is not None:
             stop()
 

@@ -21,9 +21,6 @@ from ..responses import ResponseSender
 from ..types import InferRequest
 from .execute import request_label
 
-#: `InferRequest.flags` key read by the server when it records a failed request.
-FAILURE_REASON = "failure_reason"
-
 
 @dataclass(slots=True)
 class QueuePolicy:
@@ -131,7 +128,7 @@ class PriorityQueue:
         policy = self._policies[level - 1]
         queue = self._queues[level - 1]
         if policy.max_queue_size and len(queue) >= policy.max_queue_size:
-            entry.request.flags[FAILURE_REASON] = "REJECTED"
+            entry.request.state.failure_reason = "REJECTED"
             raise UnavailableError(f"{request_label(entry.request)}Exceeds maximum queue size")
         entry.level = level
         entry.queued = True
@@ -178,7 +175,7 @@ class PriorityQueue:
         else:
             entry.dequeued()
             self.size -= 1
-            entry.request.flags[FAILURE_REASON] = "REJECTED"
+            entry.request.state.failure_reason = "REJECTED"
             entry.sender.fail(
                 UnavailableError(f"{request_label(entry.request)}Request timeout expired")
             )

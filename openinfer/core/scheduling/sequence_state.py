@@ -158,7 +158,9 @@ class SequenceTensors:
             for spec in self.states:
                 if spec.output_name not in wanted:
                     request.outputs.append(RequestedOutput(spec.output_name))
-                    request.flags.setdefault("state_only_outputs", set()).add(spec.output_name)
+                    if request.state.state_only_outputs is None:
+                        request.state.state_only_outputs = set()
+                    request.state.state_only_outputs.add(spec.output_name)
 
     def _control_tensor(self, control: Control, request: InferRequest, sequence_id: int | str) -> Tensor:
         dt = datatypes.lookup(control.datatype)
@@ -177,7 +179,7 @@ class SequenceTensors:
         """Keep the model's state outputs for the next request; hide them from the client."""
         if not self.states or response.error is not None:
             return
-        hidden: set[str] = request.flags.get("state_only_outputs", set())
+        hidden = request.state.state_only_outputs or set()
         requested = None if request.outputs is None else {o.name for o in request.outputs}
         by_name = {t.name: t for t in response.outputs}
         for spec in self.states:
