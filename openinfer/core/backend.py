@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._proto import model_config_pb2 as mc
 from .responses import ResponseSender
@@ -115,7 +115,3 @@ class Backend(abc.ABC):
 
     async def unload(self, ctx: ModelContext) -> None:
         """Called once after every instance of a model version has stopped."""
-
-
-BackendFactory = Callable[[str], "Backend | None"]
-Extra = dict[str, Any]

@@ -6,7 +6,6 @@ checks that make a broken config an UNAVAILABLE model with a readable reason.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -252,10 +251,6 @@ def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
     for path in _INT_PATHS:
         _ints(data, path)
     return data
-
-
-def config_to_json_text(config: mc.ModelConfig) -> str:
-    return json.dumps(config_to_json(config))
 
 
 def protocol_dims(config: mc.ModelConfig, tensor: mc.ModelInput | mc.ModelOutput) -> list[int]:

@@ -5,7 +5,6 @@ Request validation lives here so every frontend gets the same checks and Triton'
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from .._proto import model_config_pb2 as mc
 from . import datatypes
 from .backend import Backend, ModelContext, ModelInstance
 from .config import protocol_dims
-from .errors import InvalidArgumentError, OpenInferError, UnavailableError
+from .errors import InvalidArgumentError
 from .inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
 from .stats import ModelStats
@@ -254,11 +253,3 @@ class LoadedModel:
         except Exception as exc:
             errors.append(exc)
         self.instances = []
-
-
-def unavailable(message: str) -> OpenInferError:
-    return UnavailableError(message)
-
-
-def now_ns() -> int:
-    return time.perf_counter_ns()

@@ -7,7 +7,6 @@ A model that fails to load is UNAVAILABLE with its reason and never stops the ot
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextvars
 import enum
 import hashlib
@@ -551,11 +550,3 @@ class ModelRepository:
         if self._poll_task is not None:
             self._poll_task.cancel()
         await asyncio.gather(*(self.unload(name) for name in list(self.entries)))
-
-
-def decode_file_override(value: str) -> bytes:
-    """HTTP sends override file contents as base64 strings."""
-    try:
-        return base64.b64decode(value, validate=True)
-    except (ValueError, TypeError) as exc:
-        raise InvalidArgumentError(f"failed to decode base64 file override: {exc}") from exc
