@@ -20,7 +20,7 @@ import orjson
 
 from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.types import InferRequest, InferResponse
-from ..openai.tensors import json_value, make_tensor
+from ..json_tensors import json_value, make_tensor
 from .app import HttpApp, HttpRequest, HttpResponse, json_response
 
 log = logging.getLogger("openinfer.http")

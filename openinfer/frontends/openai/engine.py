@@ -19,8 +19,8 @@ import numpy as np
 from ...core.errors import InternalError
 from ...core.server import InferenceServer
 from ...core.types import InferRequest, InferResponse, Tensor
+from ..json_tensors import as_text, first_int, make_tensor, output_array, texts
 from .catalog import ModelInfo
-from .tensors import as_text, first_int, make_tensor, output_array, texts
 
 
 @dataclass

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ...core import datatypes
-from ...core.errors import InvalidArgumentError
-from ...core.types import InferResponse, Tensor
+from ..core import datatypes
+from ..core.errors import InvalidArgumentError
+from ..core.types import InferResponse, Tensor
 
 
 def _element(value: Any, datatype: str) -> Any:
