@@ -7,14 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-
-def parse_bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "on", "1", "yes"):
-        return True
-    if lowered in ("false", "off", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
+from .settings import parse_bool
 
 
 def parse_cuda_pool(value: str) -> tuple[int, int]:
@@ -129,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         options = serve_parser().parse_args(rest)
         return run_server(options)
     if command == "openai":
-        from .frontends.openai.options import openai_main
+        from .openai_command import openai_main
 
         return openai_main(rest)
     if command == "bench":

@@ -12,12 +12,16 @@ from pathlib import Path
 
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
+from .core.cache import parse_cache_config
+from .core.errors import InvalidArgumentError
 from .core.logsettings import LogSettings
 from .core.repository import ControlMode, RepositoryOptions
-from .core.server import InferenceServer, ServerOptions
+from .core.server import InferenceServer, ServerOptions, ServerServices
 from .core.shm import SharedMemoryManager
 from .core.trace import TraceManager
 from .frontends.access import AccessPolicy
+from .frontends.latency import MetricsConfig, latency_observers
+from .settings import Settings
 
 log = logging.getLogger("openinfer")
 
@@ -38,13 +42,14 @@ def display(address: str, port: int) -> str:
     return f"ipv6:[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def configure_logging(args: argparse.Namespace) -> None:
+def configure_logging(settings: Settings) -> LogSettings:
     """Triton's log flags; the same settings object then serves `/v2/logging` live."""
-    args.log_settings = LogSettings.from_args(args)
-    args.log_settings.apply()
+    log_settings = LogSettings.from_args(settings)
+    log_settings.apply()
+    return log_settings
 
 
-def _trace_specs(args: argparse.Namespace) -> list[str]:
+def _trace_specs(args: Settings) -> list[str]:
     """`--trace-config` plus the deprecated `--trace-*` flags in its syntax."""
     specs = [f"triton,file={args.trace_file}"] if getattr(args, "trace_file", None) else []
     specs += [f"level={level}" for level in getattr(args, "trace_level", None) or []]
@@ -52,23 +57,6 @@ def _trace_specs(args: argparse.Namespace) -> list[str]:
         if getattr(args, flag, None) is not None:
             specs.append(f"{key}={getattr(args, flag)}")
     return specs + list(args.trace_config)
-
-
-def _configure_extensions(server: InferenceServer, args: argparse.Namespace) -> None:
-    """Shared memory (`--allow-client-shm`), trace (`--trace-config`) and log settings."""
-    server.shm = SharedMemoryManager(allow_client=args.allow_client_shm)
-    try:
-        server.trace = TraceManager.from_cli(_trace_specs(args))
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    server.log_settings = getattr(args, "log_settings", None) or LogSettings.from_args(args)
-    from .frontends import metrics
-
-    try:
-        args.metrics_settings = metrics.MetricsConfig.parse(args.metrics_config)
-    except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
-    metrics.configure(args.metrics_settings)  # before models load: their stats get observers
 
 
 def _backend_config(specs: list[str], backend_directory: str | None = None) -> dict[str, dict[str, str]]:
@@ -85,7 +73,8 @@ def _backend_config(specs: list[str], backend_directory: str | None = None) -> d
     return out
 
 
-def build_server(args: argparse.Namespace) -> InferenceServer:
+def server_options(args: Settings) -> ServerOptions:
+    """The core's options from the command line; a flag the server cannot take ends the process."""
     mode = ControlMode(args.model_control_mode)
     if args.load_model and mode is not ControlMode.EXPLICIT:
         raise SystemExit("error: --load-model requires --model-control-mode=explicit")
@@ -103,16 +92,48 @@ def build_server(args: argparse.Namespace) -> InferenceServer:
         backend_config=_backend_config(args.backend_config, args.backend_directory),
         exit_timeout_secs=args.exit_timeout_secs,
     )
-    options = ServerOptions(
+    return ServerOptions(
         model_repositories=[Path(p) for p in args.model_repository],
         server_id=args.id,
         strict_readiness=args.strict_readiness,
-        exit_timeout_secs=args.exit_timeout_secs,
         repository=repo_options,
     )
-    server = InferenceServer(options, BackendRegistry(backend_directory=args.backend_directory))
-    _configure_extensions(server, args)
-    return server
+
+
+@dataclass(frozen=True)
+class Composition:
+    """The server built from the settings, and what the listeners still need to know."""
+
+    server: InferenceServer
+    metrics: MetricsConfig
+    #: False when an extension serves alone (KServe HTTP, gRPC and metrics stay off).
+    kserve_frontends: bool = True
+
+
+def build_server(args: Settings, log_settings: LogSettings | None = None, extensions: list | None = None) -> Composition:
+    """The server with its services (shared memory, trace, log settings, the latency observers
+    of `--metrics-config`, the response cache), built after every extension has read the
+    settings: a bad flag anywhere ends the process before anything starts."""
+    options = server_options(args)
+    try:
+        trace = TraceManager.from_cli(_trace_specs(args))
+        metrics = MetricsConfig.parse(list(args.metrics_config))
+        cache = parse_cache_config(list(args.cache_config))
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    except InvalidArgumentError as exc:
+        raise SystemExit(f"error: {exc.message}") from None
+    services = ServerServices(
+        shm=SharedMemoryManager(allow_client=args.allow_client_shm),
+        trace=trace,
+        log_settings=log_settings or LogSettings.from_args(args),
+        cache=cache,
+        stats_observer=latency_observers(metrics),  # every model version it loads gets one
+    )
+    contributions = [ext.configure(args) for ext in extensions or []]
+    kserve = all(c.kserve_frontends for c in contributions if c is not None)
+    server = InferenceServer(options, BackendRegistry(backend_directory=args.backend_directory), services=services)
+    return Composition(server, metrics, kserve)
 
 
 def model_table(server: InferenceServer) -> str:
@@ -133,7 +154,7 @@ def model_table(server: InferenceServer) -> str:
     return "\n".join(out)
 
 
-def startup_failures(server: InferenceServer, args: argparse.Namespace) -> list[str]:
+def startup_failures(server: InferenceServer, args: Settings) -> list[str]:
     """The models that failed to load at start-up: UNAVAILABLE ones, and in explicit mode the
     `--load-model` names the repository does not hold."""
     index = server.repository_index()
@@ -156,7 +177,7 @@ _TRITON_LISTENER = {
 }
 
 
-async def serve(args: argparse.Namespace) -> int:
+async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     from .frontends.asgi.listener import listener
     from .frontends.grpc.service import start_grpc
     from .frontends.http import handlers
@@ -169,10 +190,12 @@ async def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    server = build_server(args)
     extensions = _load_extensions()
-    for ext in extensions:
-        ext.configure(server, args)
+    built = build_server(args, log_settings, extensions)
+    server = built.server
+    allow_http = args.allow_http and built.kserve_frontends
+    allow_grpc = args.allow_grpc and built.kserve_frontends
+    allow_metrics = args.allow_metrics and built.kserve_frontends
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -195,7 +218,7 @@ async def serve(args: argparse.Namespace) -> int:
     uvicorn_servers = []
     tasks = []
     grpc_server = None
-    if args.allow_grpc:
+    if allow_grpc:
         target = grpc_target(args.grpc_address, args.grpc_port)
         compression = None
         if args.grpc_infer_response_compression_level != "none":
@@ -213,7 +236,7 @@ async def serve(args: argparse.Namespace) -> int:
             await server.stop()
             return 1
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
-    if args.allow_http:
+    if allow_http:
         app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
         handlers.install(app)
         for ext in extensions:
@@ -225,10 +248,10 @@ async def serve(args: argparse.Namespace) -> int:
         )
         uvicorn_servers.append(http)
         tasks.append(asyncio.create_task(http.serve()))
-    if args.allow_metrics:
+    if allow_metrics:
         maddr = args.metrics_address or args.http_address
         metrics_asgi = metrics_app(
-            server, config=args.metrics_settings, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
+            server, config=built.metrics, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
         )
         metrics = listener(
             metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
@@ -250,9 +273,9 @@ async def serve(args: argparse.Namespace) -> int:
         if task.done():
             print("error: a listener failed to start (address in use?)", file=sys.stderr, flush=True)
             stop.set()
-    if args.allow_http:
+    if allow_http:
         print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
-    if args.allow_metrics:
+    if allow_metrics:
         print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
 
     await stop.wait()
@@ -273,8 +296,9 @@ def _load_extensions() -> list:
     return discover()
 
 
-def run_server(args: argparse.Namespace) -> int:
-    configure_logging(args)
+def run_server(parsed: argparse.Namespace) -> int:
+    args = Settings.from_args(parsed)
+    log_settings = configure_logging(args)
     tune_malloc()
     try:
         import uvloop
@@ -282,4 +306,4 @@ def run_server(args: argparse.Namespace) -> int:
         uvloop.install()
     except ImportError:
         pass
-    return asyncio.run(serve(args))
+    return asyncio.run(serve(args, log_settings))

@@ -9,21 +9,47 @@ from __future__ import annotations
 
 import abc
 import itertools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._proto import model_config_pb2 as mc
+from .custom_metrics import CustomMetrics
 from .responses import ResponseSender
 from .stats import ExecutionTiming, ModelStats
-from .types import InferRequest
-
-if TYPE_CHECKING:
-    from .server import InferenceServer
+from .types import InferRequest, InferResponse
 
 
 _LOADS = itertools.count(1)
+
+
+class ModelHost(Protocol):
+    """What a backend may ask of the server its models run in: BLS and ensemble inference,
+    model loading (Triton's Python model API), readiness and the custom metric registry.
+
+    `InferenceServer` is the implementation; backends see only this, so the server can change
+    behind it and a backend can be tested against a small stand-in."""
+
+    custom_metrics: CustomMetrics
+
+    async def infer(self, request: InferRequest) -> InferResponse: ...
+
+    def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]: ...
+
+    def check_explicit(self) -> None:
+        """Raise UnavailableError unless models may be loaded and unloaded by request."""
+        ...
+
+    async def load_model(
+        self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None: ...
+
+    async def unload_model(self, name: str, unload_dependents: bool = False) -> None: ...
+
+    def model_ready(self, name: str, version: str = "") -> bool: ...
+
+    async def model_readiness(self, name: str, version: str = "") -> bool: ...
 
 
 @dataclass
@@ -36,7 +62,8 @@ class ModelContext:
     model_dir: Path  # <repository>/<model>
     version_dir: Path  # <repository>/<model>/<version>
     backend_name: str
-    server: InferenceServer | None = None
+    #: The server the model runs in; None for a model loaded on its own (tests, tools).
+    server: ModelHost | None = None
     #: `--backend-config <backend>,<key>=<value>` entries for this backend.
     backend_config: Mapping[str, str] = field(default_factory=dict)
     auto_complete: bool = True

@@ -163,16 +163,3 @@ def parse_cache_config(specs: list[str]) -> ResponseCache | None:
     except ValueError:
         raise InvalidArgumentError(f"invalid 'local' cache size '{local['size']}': expected bytes") from None
     return ResponseCache(size)
-
-
-class _CacheExtension:
-    """Builds the cache from the command line and hands it to the server."""
-
-    def configure(self, server, args) -> None:
-        try:
-            server.cache = parse_cache_config(list(getattr(args, "cache_config", []) or []))
-        except InvalidArgumentError as exc:
-            raise SystemExit(f"error: {exc.message}") from None
-
-
-EXTENSION = _CacheExtension()

@@ -5,8 +5,10 @@ Request validation lives here so every frontend gets the same checks and Triton'
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._proto import model_config_pb2 as mc
 from . import datatypes
@@ -57,7 +59,9 @@ def _fmt(shape: tuple[int, ...] | list[int]) -> str:
 class LoadedModel:
     """One READY (or draining) version of a model."""
 
-    def __init__(self, ctx: ModelContext, backend: Backend) -> None:
+    def __init__(
+        self, ctx: ModelContext, backend: Backend, stats_observer: Callable[[ModelStats], Any] | None = None
+    ) -> None:
         self.ctx = ctx
         self.backend = backend
         self.name = ctx.name
@@ -67,6 +71,8 @@ class LoadedModel:
         self.max_batch_size = ctx.config.max_batch_size
         self.decoupled = ctx.config.model_transaction_policy.decoupled
         self.stats = ModelStats(ctx.name, str(ctx.version))
+        if stats_observer is not None:
+            self.stats.observer = stats_observer(self.stats)
         ctx.stats = self.stats
         self.instances: list[ModelInstance] = []
         self.scheduler = None  # set by the repository once instances exist

@@ -16,12 +16,13 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
-from .backend import Backend, InstanceSpec, ModelContext
+from .backend import Backend, InstanceSpec, ModelContext, ModelHost
 from .errors import (
     InternalError,
     InvalidArgumentError,
@@ -31,6 +32,7 @@ from .errors import (
 )
 from .model import LoadedModel
 from .scheduling.base import InstancePool
+from .stats import ModelStats
 from .warmup import run_warmup
 
 log = logging.getLogger("openinfer.repository")
@@ -83,6 +85,8 @@ class RepositoryOptions:
     auto_complete: bool = True
     model_config_name: str | None = None
     backend_config: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: `--exit-timeout-secs`: how long an unloading version, or the whole server at exit,
+    #: waits for the requests it still holds.
     exit_timeout_secs: float = 30.0
 
 
@@ -138,13 +142,17 @@ class ModelRepository:
         backends: Callable[[str], Backend | None],
         schedulers: SchedulerFactory,
         options: RepositoryOptions,
-        server: object = None,
+        server: ModelHost | None = None,
+        stats_observer: Callable[[ModelStats], Any] | None = None,
     ) -> None:
         self.paths = [Path(p).resolve() for p in paths]
         self.backends = backends
         self.schedulers = schedulers
         self.options = options
+        #: What the backends' models may ask of the server (BLS, model loading, metrics).
         self.server = server
+        #: Builds each loaded version's latency observer (`--metrics-config`); None: none.
+        self.stats_observer = stats_observer
         self.entries: dict[str, ModelEntry] = {}
         self._poll_task: asyncio.Task[None] | None = None
 
@@ -461,7 +469,7 @@ class ModelRepository:
             model_dir=model_dir,
             version_dir=version_dir,
             backend_name=backend_name,
-            server=self.server,  # type: ignore[arg-type]
+            server=self.server,
             backend_config={
                 **self.options.backend_config.get("", {}),  # global `--backend-config k=v`
                 **self.options.backend_config.get(backend_name, {}),
@@ -473,7 +481,7 @@ class ModelRepository:
             await backend.auto_complete(ctx)
         configs.normalize(version_config, name, backend_name)
         configs.validate(version_config)
-        model = LoadedModel(ctx, backend)
+        model = LoadedModel(ctx, backend, self.stats_observer)
         try:
             specs = []
             for group in version_config.instance_group:
@@ -542,9 +550,8 @@ class ModelRepository:
         try:
             await model.stop()
         finally:
-            custom = getattr(self.server, "custom_metrics", None)
-            if custom is not None:
-                custom.release_owner(model.ctx.metrics_owner)
+            if self.server is not None:
+                self.server.custom_metrics.release_owner(model.ctx.metrics_owner)
 
     async def stop(self) -> None:
         if self._poll_task is not None:

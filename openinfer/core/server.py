@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .. import TRITON_PROTOCOL_VERSION
 from .._proto import model_config_pb2 as mc
@@ -27,6 +28,8 @@ from .outputs import finish_outputs
 from .repository import ControlMode, ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
 from .scheduling import InstancePool, make_scheduler
+from .shm import SharedMemoryManager
+from .stats import ModelStats
 from .trace import TraceManager
 from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 
@@ -54,8 +57,26 @@ class ServerOptions:
     model_repositories: list[Path]
     server_id: str = "triton"
     strict_readiness: bool = True
-    exit_timeout_secs: float = 30.0
+    #: Control mode, start-up models, backend settings and the exit timeout.
     repository: RepositoryOptions = field(default_factory=RepositoryOptions)
+
+
+@dataclass
+class ServerServices:
+    """The optional services the composition root builds from the command line and hands to
+    the server when it creates it; each default is the service switched off."""
+
+    #: Shared-memory regions (`/v2/systemsharedmemory`, `/v2/cudasharedmemory`); None: no regions.
+    shm: SharedMemoryManager | None = None
+    #: Trace settings and sampling (off until configured).
+    trace: TraceManager = field(default_factory=TraceManager)
+    #: Log settings (`/v2/logging`).
+    log_settings: LogSettings = field(default_factory=LogSettings)
+    #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
+    cache: ResponseCache | None = None
+    #: Builds each loaded model version's latency observer (`--metrics-config` summaries and
+    #: histograms); None: no observer.
+    stats_observer: Callable[[ModelStats], Any] | None = None
 
 
 class InferenceServer:
@@ -66,21 +87,25 @@ class InferenceServer:
         options: ServerOptions,
         backends: Callable[[str], Backend | None],
         schedulers: Callable[[LoadedModel, InstancePool], object] = make_scheduler,
+        services: ServerServices | None = None,
     ) -> None:
+        services = services or ServerServices()
         self.options = options
         self.repository = ModelRepository(
-            options.model_repositories, backends, schedulers, options.repository, server=self
+            options.model_repositories,
+            backends,
+            schedulers,
+            options.repository,
+            server=self,
+            stats_observer=services.stats_observer,
         )
         self.started = False
         self.exiting = False
         self.inflight = InFlight()
-        #: Optional services plugged in by the composition root (shared memory, trace, ...).
-        self.shm = None
-        #: Trace settings and sampling (off until configured); log settings (`/v2/logging`).
-        self.trace = TraceManager()
-        self.log_settings = LogSettings()
-        #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
-        self.cache: ResponseCache | None = None
+        self.shm = services.shm
+        self.trace = services.trace
+        self.log_settings = services.log_settings
+        self.cache = services.cache
         #: Metric families models create (`pb_utils.MetricFamily`); /metrics prints them after
         #: the nv_* families, and a model version's are released when it unloads.
         self.custom_metrics = CustomMetrics()
@@ -93,10 +118,9 @@ class InferenceServer:
     async def stop(self) -> None:
         """Refuse new work, let in-flight requests finish (bounded), then unload everything."""
         self.exiting = True
-        if not await self.inflight.drained(self.options.exit_timeout_secs):
-            log.warning(
-                "%d request(s) still in flight after %.0fs", self.inflight.count, self.options.exit_timeout_secs
-            )
+        timeout = self.options.repository.exit_timeout_secs
+        if not await self.inflight.drained(timeout):
+            log.warning("%d request(s) still in flight after %.0fs", self.inflight.count, timeout)
         await self.repository.stop()
         self.trace.close()
         if self.shm is not None:
@@ -282,18 +306,18 @@ class InferenceServer:
     def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
         return self.repository.index(ready_only)
 
-    def _check_explicit(self) -> None:
+    def check_explicit(self) -> None:
         if self.options.repository.control_mode is not ControlMode.EXPLICIT:
             raise UnavailableError("explicit model load / unload is not allowed if polling is enabled")
 
     async def load_model(
         self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
     ) -> None:
-        self._check_explicit()
+        self.check_explicit()
         await self.repository.load(name, config, files)
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
-        self._check_explicit()
+        self.check_explicit()
         await self.repository.unload(name, unload_dependents)
 
     # ---------------------------------------------------------------- statistics

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -55,8 +54,6 @@ class ModelStats:
     load_duration_s: float = 0.0
     #: Per-request latency observer for Prometheus summaries and histograms; None when off.
     observer: Any = None
-    #: Builds `observer` for each new ModelStats; set once from `--metrics-config`.
-    observer_factory: ClassVar[Callable[[ModelStats], Any] | None] = None
 
     # Execution counters. `record_execution` runs for every batch, so it only bumps one row of
     # `_executions` per (batch size, request count): [executions, input ns, infer ns, output ns].
@@ -64,10 +61,6 @@ class ModelStats:
     _executions: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     #: What failed requests gave back of their batch's compute time (counts and ns, negative).
     _compute_given_back: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
-
-    def __post_init__(self) -> None:
-        if ModelStats.observer_factory is not None:
-            self.observer = ModelStats.observer_factory(self)
 
     def record_execution(self, batch_size: int, request_count: int, timing: ExecutionTiming) -> None:
         """One `execute` call of `request_count` requests holding `batch_size` inferences."""

@@ -18,7 +18,7 @@ from . import convert
 from .wire import WireRequest, WireResponse
 
 if TYPE_CHECKING:
-    from ...core.server import InferenceServer
+    from ...core.backend import ModelHost
 
 log = logging.getLogger("openinfer.python")
 
@@ -43,12 +43,12 @@ class ModelServices:
 
     STREAMS = frozenset({"infer_stream"})
 
-    def __init__(self, server: InferenceServer | None, owner: str) -> None:
+    def __init__(self, server: ModelHost | None, owner: str) -> None:
         self.server = server
         self.owner = owner
         self._unloads: set[asyncio.Task] = set()
 
-    def _server(self) -> InferenceServer:
+    def _server(self) -> ModelHost:
         if self.server is None:
             raise UnavailableError("the model runs outside a server")
         return self.server
@@ -127,7 +127,7 @@ class ModelServices:
         """Start the unload and return at once, as Triton does: a model may unload itself."""
         server = self._server()
         try:
-            server._check_explicit()
+            server.check_explicit()
         except OpenInferError as exc:
             raise type(exc)(f"Failed to unload model: {exc.message}") from None
         task = asyncio.ensure_future(server.unload_model(name, unload_dependents))

@@ -1,19 +1,20 @@
 """Plugs the OpenAI frontend (and the KServe `generate` routes) into `openinfer serve`.
 
 `configure` validates the flags before anything starts (bad flags end the process with Triton's
-messages); `start` serves the FastAPI app on `--openai-port` in the server's own event loop;
+messages) and says whether the KServe listeners run beside it; `start` serves the FastAPI app on `--openai-port` in the server's own event loop;
 `http_hook` adds `/v2/models/{m}/generate[_stream]` to the KServe HTTP app.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import sys
 from typing import Any
 
 from ...core.server import InferenceServer
+from ...extensions import Contribution
+from ...settings import Settings
 from .options import OpenAIOptions
 
 log = logging.getLogger("openinfer.openai")
@@ -27,9 +28,9 @@ class OpenAIExtension:
     def __init__(self) -> None:
         self.options: OpenAIOptions | None = None
 
-    def configure(self, server: InferenceServer, args: argparse.Namespace) -> None:
+    def configure(self, args: Settings) -> Contribution | None:
         if getattr(args, "openai_port", None) is None:
-            return
+            return None
         if args.http_max_input_size <= 0:
             raise SystemExit(f"[ERROR] --http-max-input-size: value must be greater than 0, got {args.http_max_input_size}")
         if args.chat_template:
@@ -38,11 +39,9 @@ class OpenAIExtension:
             except OSError as exc:
                 raise SystemExit(f"[ERROR] Failed to initialize FastAPI frontend: cannot read --chat-template: {exc}") from None
         try:
-            self.options = OpenAIOptions.from_args(args)
+            self.options = OpenAIOptions.from_settings(args)
         except ValueError as exc:
             raise SystemExit(f"[ERROR] Failed to initialize FastAPI frontend: {exc}") from None
-        if not args.enable_kserve_frontends:
-            args.allow_http = args.allow_grpc = args.allow_metrics = False
         options = self.options
         _say(f"[WARNING] Adding CORS for the following origins: {options.allowed_origins}")
         if options.access.rules:
@@ -53,13 +52,14 @@ class OpenAIExtension:
         _say(f"[INFO] HTTP request size limit set to {options.max_input_size} bytes")
         if options.tool_call_parser:
             _say(f"[INFO] Streaming tool-call parse buffer limit set to {options.max_tool_call_parse_bytes} bytes")
+        return Contribution(kserve_frontends=args.enable_kserve_frontends)
 
     def http_hook(self, app: Any) -> None:
         from ..http.generate import install
 
         install(app)
 
-    async def start(self, server: InferenceServer, args: argparse.Namespace) -> dict[str, list]:
+    async def start(self, server: InferenceServer, args: Settings) -> dict[str, list]:
         if self.options is None:
             return {}
         from ..asgi.listener import listener

@@ -10,6 +10,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
+from ...settings import Settings, parse_bool
 from ..access import OPENAI_GROUPS, AccessPolicy, Restriction
 
 DEFAULT_PARSE_BYTES = 128 * 1024
@@ -45,19 +46,10 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--api-key", action="append", default=[], help="require 'Authorization: Bearer <key>' on /v1 (repeatable)")
     g.add_argument("--openai-allowed-origins", "--allowed-origins", action="append", default=None,
                    help="CORS origins allowed on the OpenAI port (default: http://localhost)")
-    g.add_argument("--enable-kserve-frontends", type=_bool, nargs="?", const=True, default=True,
+    g.add_argument("--enable-kserve-frontends", type=parse_bool, nargs="?", const=True, default=True,
                    help="also serve KServe v2 HTTP/gRPC and metrics (false: the OpenAI frontend alone)")
     g.add_argument("--uvicorn-log-level", choices=["debug", "info", "warning", "error", "critical", "trace"],
                    default="warning")
-
-
-def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "on", "1", "yes"):
-        return True
-    if lowered in ("false", "off", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean '{value}'")
 
 
 def parse_restrictions(specs: list[list[str]]) -> AccessPolicy:
@@ -101,7 +93,7 @@ class OpenAIOptions:
     model_control_explicit: bool = False
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace) -> OpenAIOptions:
+    def from_settings(cls, args: Settings) -> OpenAIOptions:
         keys = list(args.api_key or [])
         if not keys and os.environ.get("OPENINFER_API_KEY"):
             keys = [os.environ["OPENINFER_API_KEY"]]
@@ -127,33 +119,3 @@ class OpenAIOptions:
             log_level=args.uvicorn_log_level,
             model_control_explicit=args.model_control_mode == "explicit",
         )
-
-
-def openai_main(argv: list[str]) -> int:
-    """`openinfer openai`: Triton's `openai_frontend/main.py` flags; the OpenAI API on port 9000
-    alone, KServe v2 HTTP/gRPC beside it with `--enable-kserve-frontends`. Every `openinfer serve`
-    flag is accepted too."""
-    p = argparse.ArgumentParser(
-        prog="openinfer openai",
-        description=openai_main.__doc__.split("\n\n")[0] if openai_main.__doc__ else None,
-        epilog="All `openinfer serve` flags are accepted as well (see `openinfer serve --help`).",
-    )
-    p.add_argument("--host", default="0.0.0.0", help="bind address of every frontend")
-    p.add_argument("--openai-port", type=int, default=9000)
-    p.add_argument("--enable-kserve-frontends", action="store_true", help="also serve KServe v2 HTTP and gRPC")
-    p.add_argument("--kserve-http-port", type=int, default=8000)
-    p.add_argument("--kserve-grpc-port", type=int, default=8001)
-    p.add_argument("--tritonserver-log-verbose-level", type=int, default=0)
-    own, rest = p.parse_known_args(argv)
-    serve_argv = [
-        *rest,
-        "--openai-port", str(own.openai_port), "--openai-address", own.host,
-        "--http-address", own.host, "--grpc-address", own.host,
-        "--http-port", str(own.kserve_http_port), "--grpc-port", str(own.kserve_grpc_port),
-        "--log-verbose", str(own.tritonserver_log_verbose_level),
-        "--enable-kserve-frontends", "true" if own.enable_kserve_frontends else "false",
-    ]
-    from ...cli import serve_parser
-    from ...runner import run_server
-
-    return run_server(serve_parser().parse_args(serve_argv))
