@@ -13,6 +13,7 @@ from openinfer.core.errors import InvalidArgumentError, UnsupportedError
 from openinfer.core.logsettings import LogSettings, TritonFormatter
 from openinfer.core.stats import ExecutionTiming, ModelStats
 from openinfer.frontends import metrics
+from openinfer.frontends.latency import LatencyObserver, MetricsConfig, latency_observers
 
 
 def _record(level: int, name: str = "openinfer.test") -> logging.LogRecord:
@@ -65,7 +66,7 @@ def test_updates_switch_severities_live():
 
 
 def test_metrics_config_parsing():
-    config = metrics.MetricsConfig.parse(
+    config = MetricsConfig.parse(
         [
             "counter_latencies=false",
             "summary_latencies=true",
@@ -80,24 +81,23 @@ def test_metrics_config_parsing():
     assert config.summary_quantiles == ((0.5, 0.05), (0.99, 0.001))
     for bad in ("colour=blue", "summary_latencies=maybe", "summary_quantiles=half", "no_equals"):
         with pytest.raises(ValueError):
-            metrics.MetricsConfig.parse([bad])
+            MetricsConfig.parse([bad])
 
 
 def test_observers_attach_only_when_configured():
-    try:
-        metrics.configure(metrics.MetricsConfig(summary_latencies=True, histogram_latencies=True))
-        stats = ModelStats("m", "1")
-        assert isinstance(stats.observer, metrics.LatencyObserver)
-        stats.record_execution(2, 2, ExecutionTiming(1000, 2000, 3000))
-        stats.record_request(True, 1_500_000_000, 10_000)
-        stats.record_request(False, 9, 9)
-        values, total, count = stats.observer.quantiles("nv_inference_compute_infer_summary_us")
-        assert (count, total) == (2, 4.0) and values[0] == (0.5, 2.0)
-        assert stats.observer.histogram_count == 1 and stats.observer.buckets == [0, 0, 1, 0]
-        metrics.configure(metrics.MetricsConfig())
-        assert ModelStats("m", "1").observer is None
-    finally:
-        metrics.configure(metrics.MetricsConfig())
+    observe = latency_observers(MetricsConfig(summary_latencies=True, histogram_latencies=True))
+    assert observe is not None
+    stats = ModelStats("m", "1")
+    stats.observer = observe(stats)
+    assert isinstance(stats.observer, LatencyObserver)
+    stats.record_execution(2, 2, ExecutionTiming(1000, 2000, 3000))
+    stats.record_request(True, 1_500_000_000, 10_000)
+    stats.record_request(False, 9, 9)
+    values, total, count = stats.observer.quantiles("nv_inference_compute_infer_summary_us")
+    assert (count, total) == (2, 4.0) and values[0] == (0.5, 2.0)
+    assert stats.observer.histogram_count == 1 and stats.observer.buckets == [0, 0, 1, 0]
+    assert latency_observers(MetricsConfig()) is None
+    assert ModelStats("m", "1").observer is None
 
 
 def test_exposition_keeps_triton_names():
