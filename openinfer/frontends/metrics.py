@@ -46,6 +46,26 @@ _LATENCY_COUNTERS = (
         "Cumulative inference compute output duration in microseconds (does not include cached requests)",
     ),
 )
+#: Per model version, in the order they are printed.
+_MODEL_FAMILIES = (
+    ("nv_inference_request_success", "Number of successful inference requests, all batch sizes", "counter"),
+    ("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "counter"),
+    ("nv_inference_count", "Number of inferences performed (does not include cached requests)", "counter"),
+    ("nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", "counter"),
+    (
+        "nv_inference_pending_request_count",
+        "Instantaneous number of pending requests awaiting execution per-model.",
+        "gauge",
+    ),
+    ("nv_model_load_duration_secs", "Model load time in seconds", "gauge"),
+)
+#: Per model version with `response_cache.enable`.
+_CACHE_FAMILIES = (
+    ("nv_cache_num_hits_per_model", "Number of cache hits per model"),
+    ("nv_cache_num_misses_per_model", "Number of cache misses per model"),
+    ("nv_cache_hit_duration_per_model", "Total cache hit duration per model, in microseconds"),
+    ("nv_cache_miss_duration_per_model", "Total cache miss (insert + lookup) duration per model, in microseconds"),
+)
 _HISTOGRAM = "nv_inference_first_response_histogram_ms"
 def _labels(model, stats: ModelStats, **extra: str) -> dict[str, str]:
     labels = {"model": stats.name, "version": stats.version, **extra}
@@ -69,132 +89,74 @@ class TritonCollector:
         self.cpu = _CpuSampler() if cpu else None
 
     def collect(self) -> Iterator[Metric]:
-        models = self.server.repository.loaded_models()
-        success = _family(
-            "nv_inference_request_success",
-            "Number of successful inference requests, all batch sizes",
-            "counter",
-        )
-        failure = _family(
-            "nv_inference_request_failure",
-            "Number of failed inference requests, all batch sizes",
-            "counter",
-        )
-        count = _family(
-            "nv_inference_count",
-            "Number of inferences performed (does not include cached requests)",
-            "counter",
-        )
-        execs = _family(
-            "nv_inference_exec_count",
-            "Number of model executions performed (does not include cached requests)",
-            "counter",
-        )
-        pending = _family(
-            "nv_inference_pending_request_count",
-            "Instantaneous number of pending requests awaiting execution per-model.",
-            "gauge",
-        )
-        load = _family("nv_model_load_duration_secs", "Model load time in seconds", "gauge")
+        counters = {name: _family(name, doc, kind) for name, doc, kind in _MODEL_FAMILIES}
         latency = {name: _family(name, doc, "counter") for name, doc in _LATENCY_COUNTERS}
         summaries = {name: _family(name, doc, "summary") for name, doc in SUMMARIES}
-        histogram = _family(
-            _HISTOGRAM, "Duration from request to first response in milliseconds", "histogram"
-        )
-        hits = _family("nv_cache_num_hits_per_model", "Number of cache hits per model", "counter")
-        misses = _family(
-            "nv_cache_num_misses_per_model", "Number of cache misses per model", "counter"
-        )
-        hit_us = _family(
-            "nv_cache_hit_duration_per_model",
-            "Total cache hit duration per model, in microseconds",
-            "counter",
-        )
-        miss_us = _family(
-            "nv_cache_miss_duration_per_model",
-            "Total cache miss (insert + lookup) duration per model, in microseconds",
-            "counter",
-        )
-        for model in models:
+        histogram = _family(_HISTOGRAM, "Duration from request to first response in milliseconds", "histogram")
+        cache = {name: _family(name, doc, "counter") for name, doc in _CACHE_FAMILIES}
+        for model in self.server.repository.loaded_models():
             s = model.stats
             labels = _labels(model, s)
-            success.samples.append(Sample("nv_inference_request_success", labels, s.success.count))
+            for name, value in (
+                ("nv_inference_request_success", s.success.count),
+                ("nv_inference_count", s.inference_count),
+                ("nv_inference_exec_count", s.execution_count),
+                ("nv_inference_pending_request_count", model.inflight.count),
+                ("nv_model_load_duration_secs", s.load_duration_s),
+            ):
+                counters[name].samples.append(Sample(name, labels, value))
+            failure = counters["nv_inference_request_failure"]
             for reason, n in s.failures_by_reason.items():
-                failure.samples.append(
-                    Sample("nv_inference_request_failure", _labels(model, s, reason=reason), n)
-                )
-            count.samples.append(Sample("nv_inference_count", labels, s.inference_count))
-            execs.samples.append(Sample("nv_inference_exec_count", labels, s.execution_count))
-            pending.samples.append(Sample("nv_inference_pending_request_count", labels, model.inflight.count))
-            load.samples.append(Sample("nv_model_load_duration_secs", labels, s.load_duration_s))
+                failure.samples.append(Sample(failure.name, _labels(model, s, reason=reason), n))
             if self.config.counter_latencies:
-                for (name, _), duration in zip(
-                    _LATENCY_COUNTERS,
-                    (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output),
-                ):
+                durations = (s.success, s.queue, s.compute_input, s.compute_infer, s.compute_output)
+                for (name, _), duration in zip(_LATENCY_COUNTERS, durations):
                     latency[name].samples.append(Sample(name, labels, duration.ns // 1000))
             observer = s.observer
             if isinstance(observer, LatencyObserver):
                 if self.config.summary_latencies:
-                    for name, _ in SUMMARIES:
-                        values, total, n = observer.quantiles(name)
-                        for q, value in values:
-                            summaries[name].samples.append(
-                                Sample(
-                                    name,
-                                    dict(sorted({**labels, "quantile": _fmt(q)}.items())),
-                                    value,
-                                )
-                            )
-                        summaries[name].samples.append(Sample(name + "_sum", labels, total))
-                        summaries[name].samples.append(Sample(name + "_count", labels, n))
+                    _add_summaries(summaries, observer, labels)
                 if self.config.histogram_latencies:
-                    cumulative = 0
-                    for bound, n in zip(HISTOGRAM_BUCKETS_MS, observer.buckets):
-                        cumulative += n
-                        histogram.samples.append(
-                            Sample(
-                                _HISTOGRAM + "_bucket",
-                                dict(sorted({**labels, "le": _fmt(bound)}.items())),
-                                cumulative,
-                            )
-                        )
-                    histogram.samples.append(
-                        Sample(
-                            _HISTOGRAM + "_bucket",
-                            dict(sorted({**labels, "le": "+Inf"}.items())),
-                            observer.histogram_count,
-                        )
-                    )
-                    histogram.samples.append(
-                        Sample(_HISTOGRAM + "_sum", labels, observer.histogram_sum)
-                    )
-                    histogram.samples.append(
-                        Sample(_HISTOGRAM + "_count", labels, observer.histogram_count)
-                    )
+                    _add_histogram(histogram, observer, labels)
             if model.config.response_cache.enable:
-                hits.samples.append(
-                    Sample("nv_cache_num_hits_per_model", labels, s.cache_hit.count)
-                )
-                misses.samples.append(
-                    Sample("nv_cache_num_misses_per_model", labels, s.cache_miss.count)
-                )
-                hit_us.samples.append(
-                    Sample("nv_cache_hit_duration_per_model", labels, s.cache_hit.ns // 1000)
-                )
-                miss_us.samples.append(
-                    Sample("nv_cache_miss_duration_per_model", labels, s.cache_miss.ns // 1000)
-                )
-        yield from (success, failure, count, execs, pending, load)
+                values = (s.cache_hit.count, s.cache_miss.count, s.cache_hit.ns // 1000, s.cache_miss.ns // 1000)
+                for (name, _), value in zip(_CACHE_FAMILIES, values):
+                    cache[name].samples.append(Sample(name, labels, value))
+        yield from counters.values()
         if self.config.counter_latencies:
             yield from latency.values()
         if self.config.summary_latencies:
             yield from summaries.values()
         if self.config.histogram_latencies:
             yield histogram
-        yield from (hits, misses, hit_us, miss_us)
+        yield from cache.values()
         if self.cpu is not None:
             yield from self.cpu.collect()
+
+
+def _add_summaries(summaries: dict[str, Metric], observer: LatencyObserver, labels: dict[str, str]) -> None:
+    """One model version's quantiles, sum and count for every summary family."""
+    for name, _ in SUMMARIES:
+        values, total, n = observer.quantiles(name)
+        for q, value in values:
+            summaries[name].samples.append(Sample(name, dict(sorted({**labels, "quantile": _fmt(q)}.items())), value))
+        summaries[name].samples.append(Sample(name + "_sum", labels, total))
+        summaries[name].samples.append(Sample(name + "_count", labels, n))
+
+
+def _add_histogram(histogram: Metric, observer: LatencyObserver, labels: dict[str, str]) -> None:
+    """One model version's cumulative first-response buckets, sum and count."""
+    cumulative = 0
+    for bound, n in zip(HISTOGRAM_BUCKETS_MS, observer.buckets):
+        cumulative += n
+        histogram.samples.append(
+            Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": _fmt(bound)}.items())), cumulative)
+        )
+    histogram.samples.append(
+        Sample(_HISTOGRAM + "_bucket", dict(sorted({**labels, "le": "+Inf"}.items())), observer.histogram_count)
+    )
+    histogram.samples.append(Sample(_HISTOGRAM + "_sum", labels, observer.histogram_sum))
+    histogram.samples.append(Sample(_HISTOGRAM + "_count", labels, observer.histogram_count))
 
 
 def _fmt(value: float) -> str:
