@@ -20,7 +20,6 @@ from .responses import ResponseSender
 from .stats import ExecutionTiming, ModelStats
 from .types import InferRequest, InferResponse
 
-
 _LOADS = itertools.count(1)
 
 

@@ -9,20 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
-import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
-from .backend import Backend, InstanceSpec, ModelContext, ModelHost
+from . import model_files
+from .backend import Backend, ModelHost
 from .errors import (
     InternalError,
     InvalidArgumentError,
@@ -31,9 +30,8 @@ from .errors import (
     UnavailableError,
 )
 from .model import LoadedModel
-from .scheduling.base import InstancePool
 from .stats import ModelStats
-from .warmup import run_warmup
+from .version_loader import SchedulerFactory, VersionLoader
 
 log = logging.getLogger("openinfer.repository")
 
@@ -90,49 +88,6 @@ class RepositoryOptions:
     exit_timeout_secs: float = 30.0
 
 
-SchedulerFactory = Callable[[LoadedModel, InstancePool], object]
-
-
-def _version_dirs(model_dir: Path) -> list[int]:
-    versions = []
-    try:
-        names = os.listdir(model_dir)
-    except OSError:
-        return []
-    for name in names:
-        if name.isdigit() and not name.startswith("0") and (model_dir / name).is_dir():
-            versions.append(int(name))
-    return sorted(versions)
-
-
-def _select_versions(config: mc.ModelConfig, available: list[int]) -> list[int]:
-    policy = config.version_policy
-    which = policy.WhichOneof("policy_choice")
-    if which == "all":
-        return available
-    if which == "specific":
-        wanted = set(int(v) for v in policy.specific.versions)
-        return [v for v in available if v in wanted]
-    count = policy.latest.num_versions if which == "latest" else 1
-    return available[-max(count, 1) :]
-
-
-def _fingerprint(model_dir: Path) -> str:
-    """Changes when anything under the model directory changes (names, sizes, mtimes)."""
-    digest = hashlib.sha1()
-    for root, dirs, files in os.walk(model_dir):
-        # Bytecode caches appear when a model runs; they must not read as a change to reload.
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            path = Path(root) / name
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            digest.update(f"{path.relative_to(model_dir)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
-    return digest.hexdigest()
-
-
 class ModelRepository:
     """Owns every model's versions and their states."""
 
@@ -146,13 +101,8 @@ class ModelRepository:
         stats_observer: Callable[[ModelStats], Any] | None = None,
     ) -> None:
         self.paths = [Path(p).resolve() for p in paths]
-        self.backends = backends
-        self.schedulers = schedulers
         self.options = options
-        #: What the backends' models may ask of the server (BLS, model loading, metrics).
-        self.server = server
-        #: Builds each loaded version's latency observer (`--metrics-config`); None: none.
-        self.stats_observer = stats_observer
+        self.loader = VersionLoader(backends, schedulers, options, server, stats_observer)
         self.entries: dict[str, ModelEntry] = {}
         self._poll_task: asyncio.Task[None] | None = None
 
@@ -281,7 +231,7 @@ class ModelRepository:
             model_dir = self.find_model_dir(name)
             if model_dir is None:
                 continue
-            if entry is None or entry.fingerprint != _fingerprint(model_dir):
+            if entry is None or entry.fingerprint != model_files.fingerprint(model_dir):
                 tasks.append(self._load_quietly(name))
         for name, entry in list(self.entries.items()):
             gone = name not in on_disk and entry.override_dir is None
@@ -313,7 +263,7 @@ class ModelRepository:
                     raise InvalidArgumentError(
                         "Load parameter 'config' must be specified for model file override"
                     )
-                model_dir = self._write_override_files(name, files)
+                model_dir = model_files.write_override_files(name, files)
             except OpenInferError:
                 if not entry.versions and entry.override_dir is None:
                     self.entries.pop(name, None)  # a refused request leaves no trace in the index
@@ -328,7 +278,7 @@ class ModelRepository:
             if entry.override_dir is not None:  # back to the repository's files
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None
-        fingerprint = _fingerprint(model_dir) + (config_override or "")
+        fingerprint = model_files.fingerprint(model_dir) + (config_override or "")
         if (
             config_override is None
             and not files
@@ -346,7 +296,7 @@ class ModelRepository:
             self._mark_failed(entry, [1], exc.message)
             entry.fingerprint = fingerprint
             raise InvalidArgumentError(f"load failed for model '{name}': {exc.message}") from exc
-        versions = _select_versions(config, _version_dirs(model_dir))
+        versions = model_files.select_versions(config, model_files.version_dirs(model_dir))
         if not versions:
             reason = f"at least one version must be available under the version policy of model '{name}'"
             self._mark_failed(entry, [], reason)
@@ -360,10 +310,21 @@ class ModelRepository:
                 entry.versions[version] = VersionRecord(version, State.LOADING)
         started = time.monotonic()
         results = await asyncio.gather(
-            *(self._load_version(name, version, config, model_dir) for version in versions),
+            *(self.loader.load(name, version, config, model_dir) for version in versions),
             return_exceptions=True,
         )
-        elapsed = time.monotonic() - started
+        failures = self._settle(entry, versions, results, old, time.monotonic() - started)
+        entry.fingerprint = fingerprint
+        if failures:
+            raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+
+    def _settle(
+        self, entry: ModelEntry, versions: list[int], results: list, old: dict[int, VersionRecord], elapsed: float
+    ) -> list[str]:
+        """Record each version's load result: READY, the old copy kept serving when a reload
+        failed, or UNAVAILABLE with its reason; retire what was replaced or fell out of the
+        version policy. Returns the failures."""
+        name = entry.name
         failures: list[str] = []
         for version, result in zip(versions, results):
             if isinstance(result, LoadedModel):
@@ -388,9 +349,7 @@ class ModelRepository:
                 entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
                 if record.model is not None:
                     asyncio.ensure_future(self._retire(record.model))
-        entry.fingerprint = fingerprint
-        if failures:
-            raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+        return failures
 
     async def _load_composing(self, entry: ModelEntry, config: mc.ModelConfig) -> None:
         """An ensemble's composing models load first, as Triton loads them along with it."""
@@ -421,99 +380,6 @@ class ModelRepository:
             for version in versions or [1]:
                 entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, reason)
 
-    def _write_override_files(self, name: str, files: dict[str, bytes]) -> Path:
-        root = Path(tempfile.mkdtemp(prefix=f"openinfer-{name}-"))
-        model_dir = root / name
-        model_dir.mkdir()
-        for key, content in files.items():
-            relative = key[len("file:") :].lstrip("/")  # Triton joins "/1/model.py" under the model
-            invalid = InvalidArgumentError(
-                f"invalid file override path '{relative}': it must stay inside the model directory"
-            )
-            try:
-                target = (model_dir / relative).resolve()
-                if not relative or target == model_dir.resolve() or not target.is_relative_to(model_dir.resolve()):
-                    raise invalid
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(content)
-            except (OSError, ValueError):  # a directory's name, a NUL byte, a file where a folder must go
-                shutil.rmtree(root, ignore_errors=True)
-                raise invalid from None
-            except InvalidArgumentError:
-                shutil.rmtree(root, ignore_errors=True)
-                raise
-        return model_dir
-
-    async def _load_version(
-        self, name: str, version: int, config: mc.ModelConfig, model_dir: Path
-    ) -> LoadedModel:
-        version_config = mc.ModelConfig()
-        version_config.CopyFrom(config)
-        version_dir = model_dir / str(version)
-        backend_name = configs.resolve_backend(version_config, version_dir)
-        backend = self.backends(backend_name) if backend_name else None
-        if backend is None:
-            if not backend_name:
-                raise InvalidArgumentError(
-                    f"unable to find backend (none given and none could be inferred) for model '{name}'"
-                )
-            # Triton's words when neither a backend library nor `<backend-directory>/<name>/model.py` exists.
-            raise InvalidArgumentError(
-                f"unable to find backend library for backend '{backend_name}', try specifying runtime on "
-                "the model configuration."
-            )
-        ctx = ModelContext(
-            name=name,
-            version=version,
-            config=version_config,
-            model_dir=model_dir,
-            version_dir=version_dir,
-            backend_name=backend_name,
-            server=self.server,
-            backend_config={
-                **self.options.backend_config.get("", {}),  # global `--backend-config k=v`
-                **self.options.backend_config.get(backend_name, {}),
-            },
-            auto_complete=self.options.auto_complete,
-        )
-        configs.normalize(version_config, name, backend_name)
-        if self.options.auto_complete:
-            await backend.auto_complete(ctx)
-        configs.normalize(version_config, name, backend_name)
-        configs.validate(version_config)
-        model = LoadedModel(ctx, backend, self.stats_observer)
-        try:
-            specs = []
-            for group in version_config.instance_group:
-                devices = list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
-                for device in devices or [0]:
-                    for i in range(group.count):
-                        specs.append(InstanceSpec(f"{group.name}_{i}", group.kind, device, group))
-            if not specs:  # ensembles have no instance group; one instance runs their steps
-                specs.append(InstanceSpec(f"{name}_0", mc.ModelInstanceGroup.KIND_CPU, 0, mc.ModelInstanceGroup()))
-            model.instances = list(
-                await asyncio.gather(*(backend.create_instance(ctx, spec) for spec in specs))
-            )
-        except BaseException:
-            await self._stop(model)
-            raise
-        model.refresh_specs()
-        try:  # a scheduler refuses a bad batching config; the instances must not outlive it
-            model.scheduler = self.schedulers(model, InstancePool(model.instances))
-        except BaseException:
-            await self._stop(model)
-            raise
-        try:
-            if version_config.model_warmup:
-                await run_warmup(model)
-            warmup = getattr(model.scheduler, "warmup", None)
-            if warmup is not None:
-                await warmup()
-        except BaseException:
-            await self._stop(model)
-            raise
-        return model
-
     # -------------------------------------------------------------- unload
     async def unload(self, name: str, unload_dependents: bool = False) -> None:
         entry = self.entries.get(name)
@@ -542,16 +408,7 @@ class ModelRepository:
     async def _retire(self, model: LoadedModel) -> None:
         """Let in-flight requests finish, then stop the instances."""
         await model.drain(self.options.exit_timeout_secs)
-        await self._stop(model)
-
-    async def _stop(self, model: LoadedModel) -> None:
-        """Stop a loaded (or half-loaded) version and release the custom metrics it created,
-        so the next load of it starts from zero."""
-        try:
-            await model.stop()
-        finally:
-            if self.server is not None:
-                self.server.custom_metrics.release_owner(model.ctx.metrics_owner)
+        await self.loader.stop(model)
 
     async def stop(self) -> None:
         if self._poll_task is not None:

@@ -1,0 +1,82 @@
+"""What the repository reads and writes on disk for one model: its version folders, the
+versions its policy selects, a fingerprint that changes with its files, and the folder a load
+with file overrides writes."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from .._proto import model_config_pb2 as mc
+from .errors import InvalidArgumentError
+
+
+def version_dirs(model_dir: Path) -> list[int]:
+    """The numbered version folders under a model directory, in order."""
+    versions = []
+    try:
+        names = os.listdir(model_dir)
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit() and not name.startswith("0") and (model_dir / name).is_dir():
+            versions.append(int(name))
+    return sorted(versions)
+
+
+def select_versions(config: mc.ModelConfig, available: list[int]) -> list[int]:
+    """The versions the config's version policy serves (the newest one by default)."""
+    policy = config.version_policy
+    which = policy.WhichOneof("policy_choice")
+    if which == "all":
+        return available
+    if which == "specific":
+        wanted = {int(v) for v in policy.specific.versions}
+        return [v for v in available if v in wanted]
+    count = policy.latest.num_versions if which == "latest" else 1
+    return available[-max(count, 1) :]
+
+
+def fingerprint(model_dir: Path) -> str:
+    """Changes when anything under the model directory changes (names, sizes, mtimes)."""
+    digest = hashlib.sha1()
+    for root, dirs, files in os.walk(model_dir):
+        # Bytecode caches appear when a model runs; they must not read as a change to reload.
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            path = Path(root) / name
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            digest.update(f"{path.relative_to(model_dir)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
+def write_override_files(name: str, files: dict[str, bytes]) -> Path:
+    """A load's `file:<path>` overrides written into a fresh model directory of their own;
+    a path that leaves it is refused and nothing stays behind."""
+    root = Path(tempfile.mkdtemp(prefix=f"openinfer-{name}-"))
+    model_dir = root / name
+    model_dir.mkdir()
+    for key, content in files.items():
+        relative = key[len("file:") :].lstrip("/")  # Triton joins "/1/model.py" under the model
+        invalid = InvalidArgumentError(
+            f"invalid file override path '{relative}': it must stay inside the model directory"
+        )
+        try:
+            target = (model_dir / relative).resolve()
+            if not relative or target == model_dir.resolve() or not target.is_relative_to(model_dir.resolve()):
+                raise invalid
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        except (OSError, ValueError):  # a directory's name, a NUL byte, a file where a folder must go
+            shutil.rmtree(root, ignore_errors=True)
+            raise invalid from None
+        except InvalidArgumentError:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+    return model_dir
