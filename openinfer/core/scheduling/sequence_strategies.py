@@ -1,0 +1,240 @@
+"""The two strategies of `sequence_batching { direct | oldest }` (the module docstring of
+`sequence_batcher` says how each batches) and the live `Sequence` they share."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from ..._proto import model_config_pb2 as mc
+from ..backend import ModelInstance
+from ..types import Tensor
+from .base import InstancePool
+from .dynamic_batcher import batch_limits, plan_batch
+from .ordering import OrderedRelease
+from .queues import Entry
+
+if TYPE_CHECKING:
+    from .sequence_batcher import SequenceBatcher
+
+
+class Sequence:
+    """One live sequence: its waiting requests, its state and where it runs."""
+
+    __slots__ = ("busy", "ended", "id", "lane", "pending", "single", "state", "timer")
+
+    def __init__(self, sequence_id: int | str) -> None:
+        self.id = sequence_id
+        self.pending: deque[Entry] = deque()
+        self.state: dict[str, Tensor] = {}
+        self.busy = False
+        self.ended = False  # END queued, idle-expired or replaced: takes no more requests
+        self.single = False  # made by the iterative sequencer for one request
+        self.lane: Lane | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class Strategy:
+    """How the sequences of one model share its instances (`direct` or `oldest`)."""
+
+    def add(self, sequence: Sequence) -> None:
+        raise NotImplementedError
+
+    def ready(self, sequence: Sequence) -> None:
+        raise NotImplementedError
+
+    def remove(self, sequence: Sequence) -> None:
+        raise NotImplementedError
+
+    def sequences(self) -> list[Sequence]:
+        raise NotImplementedError
+
+    async def stop(self) -> None:
+        raise NotImplementedError
+
+
+class Lane:
+    """One instance and the sequences holding its slots."""
+
+    def __init__(self, instance: ModelInstance, slots: int) -> None:
+        self.instance = instance
+        self.slots = slots
+        self.sequences: list[Sequence] = []
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class Direct(Strategy):
+    """Each sequence holds a slot on one instance from START to its end."""
+
+    def __init__(self, owner: SequenceBatcher, config: mc.ModelConfig, instances: list[ModelInstance]) -> None:
+        direct = config.sequence_batching.direct
+        self.owner = owner
+        slots = max(config.max_batch_size, 1)
+        self.lanes = [Lane(instance, slots) for instance in instances]
+        self.backlog: deque[Sequence] = deque()
+        self.delay_ns = int(direct.max_queue_delay_microseconds) * 1000
+        self.min_utilization = float(direct.minimum_slot_utilization)
+
+    def add(self, sequence: Sequence) -> None:
+        for lane in self.lanes:
+            if len(lane.sequences) < lane.slots:
+                self._assign(sequence, lane)
+                return
+        self.backlog.append(sequence)
+
+    def _assign(self, sequence: Sequence, lane: Lane) -> None:
+        sequence.lane = lane
+        lane.sequences.append(sequence)
+        if sequence.pending:
+            self.ready(sequence)
+
+    def ready(self, sequence: Sequence) -> None:
+        lane = sequence.lane
+        if lane is None:
+            return  # in the backlog until a slot frees
+        if lane.task is None:
+            lane.task = asyncio.create_task(self._lane_loop(lane), name=f"sequence-lane:{self.owner.model_name}")
+            lane.task.add_done_callback(lambda task: self._lane_ended(lane, task))
+        lane.wake.set()
+
+    def remove(self, sequence: Sequence) -> None:
+        lane = sequence.lane
+        if lane is None:
+            with contextlib.suppress(ValueError):
+                self.backlog.remove(sequence)
+            return
+        lane.sequences.remove(sequence)
+        sequence.lane = None
+        while self.backlog and len(lane.sequences) < lane.slots:
+            self._assign(self.backlog.popleft(), lane)
+
+    def sequences(self) -> list[Sequence]:
+        return [s for lane in self.lanes for s in lane.sequences] + list(self.backlog)
+
+    def _lane_ended(self, lane: Lane, task: asyncio.Task[None]) -> None:
+        lane.task = None
+        self.owner.loop_failed(task, lane.sequences)
+
+    async def _lane_loop(self, lane: Lane) -> None:
+        while True:
+            ready = [s for s in lane.sequences if s.pending and not s.busy]
+            if not ready:
+                lane.wake.clear()
+                await lane.wake.wait()
+                continue
+            if self.delay_ns and len(ready) / lane.slots < self.min_utilization:
+                waited = time.perf_counter_ns() - min(s.pending[0].enqueued_ns for s in ready)
+                if waited < self.delay_ns:
+                    lane.wake.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(lane.wake.wait(), (self.delay_ns - waited) / 1e9)
+                    continue
+            await self.owner.run(lane.instance, ready[: lane.slots], None)
+
+    async def stop(self) -> None:
+        for lane in self.lanes:
+            task = lane.task
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+class Oldest(Strategy):
+    """Batches take the next request of the sequences waiting longest, on any free instance."""
+
+    def __init__(self, owner: SequenceBatcher, config: mc.ModelConfig, pool: InstancePool) -> None:
+        oldest = config.sequence_batching.oldest
+        self.owner = owner
+        self.pool = pool
+        self.preferred, self.limit = batch_limits(
+            config.name, config.max_batch_size, list(oldest.preferred_batch_size)
+        )
+        self.delay_ns = int(oldest.max_queue_delay_microseconds) * 1000
+        self.max_candidates = int(oldest.max_candidate_sequences)
+        self.ordering = OrderedRelease() if oldest.preserve_ordering else None
+        self.candidates: dict[Sequence, None] = {}
+        self.backlog: deque[Sequence] = deque()
+        self.arrived = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.running: set[asyncio.Task[None]] = set()
+
+    def add(self, sequence: Sequence) -> None:
+        if self.max_candidates and len(self.candidates) >= self.max_candidates:
+            self.backlog.append(sequence)
+        else:
+            self.candidates[sequence] = None
+
+    def ready(self, sequence: Sequence) -> None:
+        if self.task is None:
+            self.task = asyncio.create_task(self._loop(), name=f"sequence-oldest:{self.owner.model_name}")
+            self.task.add_done_callback(self._loop_ended)
+        self.arrived.set()
+
+    def remove(self, sequence: Sequence) -> None:
+        if sequence not in self.candidates:
+            with contextlib.suppress(ValueError):
+                self.backlog.remove(sequence)
+            return
+        del self.candidates[sequence]
+        while self.backlog and (not self.max_candidates or len(self.candidates) < self.max_candidates):
+            self.candidates[self.backlog.popleft()] = None
+        self.arrived.set()
+
+    def sequences(self) -> list[Sequence]:
+        return list(self.candidates) + list(self.backlog)
+
+    async def _loop(self) -> None:
+        while True:
+            instance = self.pool.try_acquire() or await self.pool.acquire()
+            try:
+                batch = await self._next_batch()
+            except BaseException:
+                self.pool.release(instance)
+                raise
+            for sequence in batch:
+                sequence.busy = True  # claimed now, so the next batch cannot take it too
+            task = asyncio.create_task(self._execute(instance, batch))
+            self.running.add(task)
+            task.add_done_callback(self.running.discard)
+
+    def _loop_ended(self, task: asyncio.Task[None]) -> None:
+        self.task = None
+        self.owner.loop_failed(task, list(self.candidates))
+
+    async def _next_batch(self) -> list[Sequence]:
+        while True:
+            ready = [s for s in self.candidates if s.pending and not s.busy]
+            if not ready:
+                self.arrived.clear()
+                await self.arrived.wait()
+                continue
+            ready.sort(key=lambda s: s.pending[0].enqueued_ns)
+            plan = plan_batch((s.pending[0] for s in ready), self.limit, self.preferred, self.owner.shape)
+            waited = time.perf_counter_ns() - plan.oldest_ns
+            expired = self.delay_ns > 0 and waited >= self.delay_ns
+            if plan.preferred_count and not expired:
+                return ready[: plan.preferred_count]
+            if self.delay_ns == 0 or expired or plan.full:
+                return ready[: plan.count]
+            self.arrived.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), (self.delay_ns - waited) / 1e9)
+
+    async def _execute(self, instance: ModelInstance, batch: list[Sequence]) -> None:
+        try:
+            await self.owner.run(instance, batch, self.ordering)
+        finally:
+            self.pool.release(instance)
+            self.arrived.set()
+
+    async def stop(self) -> None:
+        task = self.task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
