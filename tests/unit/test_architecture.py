@@ -1,13 +1,16 @@
 """The package's shape holds: the import contracts in pyproject.toml (core imports no frontend
-or backend, frontends and backends never import each other) are kept."""
+or backend, frontends and backends never import each other) are kept, and modules and functions
+stay small enough to read whole."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -16,10 +19,55 @@ def test_import_contracts_are_kept():
     lint = Path(sys.executable).parent / "lint-imports"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # analyse this checkout, not an installed copy
     done = subprocess.run(
-        [str(lint), "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [str(lint), "--no-cache"], check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     with open(ROOT / "pyproject.toml", "rb") as f:
         contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
     assert "backends never import frontends" in {c["name"] for c in contracts}
     assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
+
+
+MAX_MODULE_LINES = 450
+MAX_FUNCTION_LINES = 80
+#: A module or function may be longer when its docstring says why, in a sentence that starts so.
+REASON = "Long because"
+#: Over the limits today and given no reason yet: each entry is a debt to pay, never one to add.
+KNOWN = {
+    "openinfer/core/shm.py",
+    "openinfer/core/trace.py",
+    "openinfer/frontends/grpc/service.py:ModelStreamInfer",
+    "openinfer/frontends/http/codec.py:decode_request",
+    "openinfer/frontends/http/extensions.py:install",
+    "openinfer/frontends/http/handlers.py:install",
+    "openinfer/frontends/http/protocol.py:protocol_class",
+    "openinfer/frontends/openai/app.py:build_app",
+    "openinfer/frontends/openai/chat/serving.py:_stream",
+    "openinfer/runner.py:serve",
+}
+
+
+def _oversized() -> set[str]:
+    found = set()
+    for path in sorted((ROOT / "openinfer").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("openinfer/_proto/"):
+            continue  # generated
+        source = path.read_text()
+        tree = ast.parse(source)
+        if len(source.splitlines()) > MAX_MODULE_LINES and REASON not in (ast.get_docstring(tree) or ""):
+            found.add(relative)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            if length > MAX_FUNCTION_LINES and REASON not in (ast.get_docstring(node) or ""):
+                found.add(f"{relative}:{node.name}")
+    return found
+
+
+def test_modules_and_functions_stay_small():
+    """No module over ~450 lines and no function over ~80 unless its docstring says why."""
+    found = _oversized()
+    assert found <= KNOWN, f"too long, with no '{REASON} ...' in the docstring: {sorted(found - KNOWN)}"
+    assert KNOWN <= found, f"no longer too long, take them off KNOWN: {sorted(KNOWN - found)}"
