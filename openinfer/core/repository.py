@@ -13,15 +13,12 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from . import model_files
-from .backend import Backend, ModelHost
 from .errors import (
     InternalError,
     InvalidArgumentError,
@@ -30,8 +27,7 @@ from .errors import (
     UnavailableError,
 )
 from .model import LoadedModel
-from .stats import ModelStats
-from .version_loader import SchedulerFactory, VersionLoader
+from .version_loader import VersionLoader
 
 log = logging.getLogger("openinfer.repository")
 
@@ -91,18 +87,11 @@ class RepositoryOptions:
 class ModelRepository:
     """Owns every model's versions and their states."""
 
-    def __init__(
-        self,
-        paths: list[Path],
-        backends: Callable[[str], Backend | None],
-        schedulers: SchedulerFactory,
-        options: RepositoryOptions,
-        server: ModelHost | None = None,
-        stats_observer: Callable[[ModelStats], Any] | None = None,
-    ) -> None:
+    def __init__(self, paths: list[Path], options: RepositoryOptions, loader: VersionLoader) -> None:
         self.paths = [Path(p).resolve() for p in paths]
         self.options = options
-        self.loader = VersionLoader(backends, schedulers, options, server, stats_observer)
+        #: Loads and stops the versions this repository decides on.
+        self.loader = loader
         self.entries: dict[str, ModelEntry] = {}
         self._poll_task: asyncio.Task[None] | None = None
 

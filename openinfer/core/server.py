@@ -32,6 +32,7 @@ from .shm import SharedMemoryManager
 from .stats import ModelStats
 from .trace import TraceManager
 from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
+from .version_loader import VersionLoader
 
 log = logging.getLogger("openinfer.server")
 
@@ -91,14 +92,8 @@ class InferenceServer:
     ) -> None:
         services = services or ServerServices()
         self.options = options
-        self.repository = ModelRepository(
-            options.model_repositories,
-            backends,
-            schedulers,
-            options.repository,
-            server=self,
-            stats_observer=services.stats_observer,
-        )
+        loader = VersionLoader(backends, schedulers, options.repository, self, services.stats_observer)
+        self.repository = ModelRepository(options.model_repositories, options.repository, loader)
         self.started = False
         self.exiting = False
         self.inflight = InFlight()
