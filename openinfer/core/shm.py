@@ -20,7 +20,6 @@ import mmap
 import os
 import stat
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,9 +32,16 @@ from .errors import (
     NotFoundError,
     UnsupportedError,
 )
+from .shm_regions import (
+    CudaRegion,
+    CudaRegionStatus,
+    Region,
+    SystemRegion,
+    SystemRegionStatus,
+    shm_key_path,
+)
 from .types import InferRequest, RequestedOutput, Tensor
 
-SHM_DIR = "/dev/shm"
 #: key prefixes clients may not register: Triton's python-backend regions and our own IPC files.
 RESERVED_KEY_PREFIXES = ("triton_python_backend_shm_region_", "openinfer-ipc-")
 CUDA_IPC_HANDLE_SIZE = 64
@@ -44,140 +50,12 @@ DISABLED = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class SystemRegionStatus:
-    name: str
-    key: str
-    offset: int
-    byte_size: int
-
-
-@dataclass(frozen=True, slots=True)
-class CudaRegionStatus:
-    name: str
-    device_id: int
-    byte_size: int
-
-
-class _Region:
-    """One registered region; `users` counts requests that still hold it."""
-
-    kind = "system"
-
-    def __init__(self, name: str, byte_size: int) -> None:
-        self.name = name
-        self.byte_size = byte_size
-        self.users = 0
-        self.awaiting_unregister = False
-
-    def check_bounds(self, offset: int, byte_size: int) -> None:
-        """Triton's per-request checks, relative to the registered window."""
-        end = self.byte_size - 1 if self.byte_size > 0 else 0
-        if offset > end:
-            raise InvalidArgumentError(f"Invalid offset for shared memory region: '{self.name}'")
-        if byte_size > 0 and offset + byte_size - 1 > end:
-            raise InvalidArgumentError(
-                f"Invalid offset + byte size for shared memory region: '{self.name}'"
-            )
-
-    def read(self, offset: int, byte_size: int) -> Any:
-        raise NotImplementedError
-
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class _SystemRegion(_Region):
-    def __init__(
-        self, name: str, key: str, offset: int, byte_size: int, mapping: mmap.mmap | None, fd: int
-    ) -> None:
-        super().__init__(name, byte_size)
-        self.key = key
-        self.offset = offset
-        self._mapping = mapping
-        self._fd = fd  # kept open to see the object's current size
-        # The window [offset, offset + byte_size) of the mapping; mmap offsets must be
-        # page-aligned, so the mapping starts at 0 and the window is a slice of it.
-        self.view = (
-            memoryview(mapping)[offset : offset + byte_size]
-            if mapping is not None
-            else memoryview(b"")
-        )
-
-    def _check_size(self, offset: int, byte_size: int) -> None:
-        """Refuse to touch bytes the object no longer has (the mapping would SIGBUS)."""
-        if self._fd < 0 or byte_size <= 0:
-            return
-        size = os.fstat(self._fd).st_size
-        if size < self.offset + offset + byte_size:
-            raise InvalidArgumentError(
-                f"shared memory region '{self.name}' is smaller than when it was registered: its "
-                f"object '{self.key}' now holds {size} bytes"
-            )
-
-    def read(self, offset: int, byte_size: int) -> memoryview:
-        self._check_size(offset, byte_size)
-        return self.view[offset : offset + byte_size]
-
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        size = len(data) if isinstance(data, bytes) else data.nbytes
-        self._check_size(offset, size)
-        self.view[offset : offset + size] = data
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        try:
-            self.view.release()
-        except BufferError:
-            pass
-        if self._mapping is not None:
-            try:
-                self._mapping.close()
-            except BufferError:
-                pass  # a stray view still exports the buffer: the mapping goes when it does
-            self._mapping = None
-
-    def status(self) -> SystemRegionStatus:
-        return SystemRegionStatus(self.name, self.key, self.offset, self.byte_size)
-
-
-class _CudaRegion(_Region):
-    kind = "cuda"
-
-    def __init__(
-        self, name: str, device_id: int, byte_size: int, pointer: int, runtime: Any
-    ) -> None:
-        super().__init__(name, byte_size)
-        self.device_id = device_id
-        self.pointer = pointer
-        self.runtime = runtime
-
-    def read(self, offset: int, byte_size: int) -> memoryview:
-        host = bytearray(byte_size)
-        self.runtime.to_host(host, self.pointer + offset, byte_size, self.device_id)
-        return memoryview(host)
-
-    def write(self, offset: int, data: bytes | memoryview) -> None:
-        self.runtime.to_device(self.pointer + offset, data, self.device_id)
-
-    def close(self) -> None:
-        self.runtime.close(self.pointer, self.device_id)
-
-    def status(self) -> CudaRegionStatus:
-        return CudaRegionStatus(self.name, self.device_id, self.byte_size)
-
-
 class _Hold:
     """Keeps a region registered until `release()` (or, failing that, until garbage collection)."""
 
     __slots__ = ("manager", "region", "released")
 
-    def __init__(self, manager: SharedMemoryManager, region: _Region) -> None:
+    def __init__(self, manager: SharedMemoryManager, region: Region) -> None:
         self.manager = manager
         self.region = region
         self.released = False
@@ -192,17 +70,6 @@ class _Hold:
         self.release()
 
 
-def shm_key_path(key: str) -> str:
-    """The /dev/shm path of a POSIX shm key, refusing keys that would leave /dev/shm."""
-    name = key.lstrip("/")
-    if not name or "/" in name or "\x00" in name or name in (".", ".."):
-        raise InvalidArgumentError(
-            f"Unable to open shared memory region: '{key}': the key must name an object "
-            f"directly in {SHM_DIR} (like '/my_region')"
-        )
-    return os.path.join(SHM_DIR, name)
-
-
 class SharedMemoryManager:
     """The registry of client regions, shared by every frontend.
 
@@ -212,7 +79,7 @@ class SharedMemoryManager:
 
     def __init__(self, allow_client: bool = False, cuda: Any = None) -> None:
         self.allow_client = allow_client
-        self._regions: dict[str, _Region] = {}
+        self._regions: dict[str, Region] = {}
         self._lock = threading.RLock()
         self._cuda = cuda  # a CUDA runtime adapter; found lazily on first CUDA registration
 
@@ -256,7 +123,7 @@ class SharedMemoryManager:
             except BaseException:
                 os.close(fd)
                 raise
-            self._regions[name] = _SystemRegion(name, key, offset, byte_size, mapping, fd)
+            self._regions[name] = SystemRegion(name, key, offset, byte_size, mapping, fd)
 
     def register_cuda(self, name: str, raw_handle: bytes, device_id: int, byte_size: int) -> None:
         self.require_client_access()
@@ -278,7 +145,7 @@ class SharedMemoryManager:
                 raise InvalidArgumentError(
                     f"failed to register shared memory region '{name}': invalid args ({exc})"
                 ) from None
-            self._regions[name] = _CudaRegion(name, device_id, byte_size, pointer, runtime)
+            self._regions[name] = CudaRegion(name, device_id, byte_size, pointer, runtime)
 
     def _cuda_runtime(self, name: str) -> Any:
         if self._cuda is None:
@@ -293,12 +160,12 @@ class SharedMemoryManager:
         return self._cuda
 
     def unregister_system(self, name: str = "") -> None:
-        self._unregister(name, _SystemRegion)
+        self._unregister(name, SystemRegion)
 
     def unregister_cuda(self, name: str = "") -> None:
-        self._unregister(name, _CudaRegion)
+        self._unregister(name, CudaRegion)
 
-    def _unregister(self, name: str, kind: type[_Region]) -> None:
+    def _unregister(self, name: str, kind: type[Region]) -> None:
         self.require_client_access()
         with self._lock:
             names = [name] if name else [n for n, r in self._regions.items() if isinstance(r, kind)]
@@ -311,28 +178,28 @@ class SharedMemoryManager:
                     continue
                 self._drop(region)
 
-    def _drop(self, region: _Region) -> None:
+    def _drop(self, region: Region) -> None:
         if self._regions.get(region.name) is region:
             del self._regions[region.name]
         region.close()
 
     # ------------------------------------------------------------------ status
     def system_status(self, name: str = "") -> list[SystemRegionStatus]:
-        return [r.status() for r in self._status(name, _SystemRegion)]  # type: ignore[attr-defined]
+        return [r.status() for r in self._status(name, SystemRegion)]  # type: ignore[attr-defined]
 
     def cuda_status(self, name: str = "") -> list[CudaRegionStatus]:
-        return [r.status() for r in self._status(name, _CudaRegion)]  # type: ignore[attr-defined]
+        return [r.status() for r in self._status(name, CudaRegion)]  # type: ignore[attr-defined]
 
-    def _status(self, name: str, kind: type[_Region]) -> list[_Region]:
+    def _status(self, name: str, kind: type[Region]) -> list[Region]:
         with self._lock:
             if not name:
                 return [r for r in list(self._regions.values()) if isinstance(r, kind)]
             region = self._regions.get(name)
-            label = "cuda" if kind is _CudaRegion else "system"
+            label = "cuda" if kind is CudaRegion else "system"
             if region is None:
                 raise NotFoundError(f"Unable to find {label} shared memory region: '{name}'")
             if not isinstance(region, kind):
-                if isinstance(region, _CudaRegion):
+                if isinstance(region, CudaRegion):
                     raise NotFoundError(
                         f"The region named '{name}' is registered as CUDA shared memory, not system "
                         f"shared memory"
@@ -344,17 +211,17 @@ class SharedMemoryManager:
             return [region]
 
     # ------------------------------------------------------------- in-flight use
-    def _acquire(self, region: _Region) -> None:
+    def _acquire(self, region: Region) -> None:
         with self._lock:
             region.users += 1
 
-    def _release(self, region: _Region) -> None:
+    def _release(self, region: Region) -> None:
         with self._lock:
             region.users -= 1
             if region.users <= 0 and region.awaiting_unregister:
                 self._drop(region)
 
-    def _lookup(self, name: str, offset: int, byte_size: int) -> _Region:
+    def _lookup(self, name: str, offset: int, byte_size: int) -> Region:
         with self._lock:
             region = self._regions.get(name)
             if region is None:

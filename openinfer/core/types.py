@@ -86,7 +86,7 @@ class InferRequest:
     queue_ns: int = 0  # arrival to the start of its execution
     compute: Any = None  # the `ExecutionTiming` of the execution that ran it
     state: RequestState = field(default_factory=RequestState)
-    #: The request's `core.trace.Trace` when tracing sampled it; None otherwise (one check to skip).
+    #: The request's `core.trace_record.Trace` when tracing sampled it; None otherwise (one check to skip).
     trace: Any = None
 
     def input(self, name: str) -> Tensor | None:
