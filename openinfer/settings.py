@@ -29,7 +29,7 @@ def _frozen(value: Any) -> Any:
     return tuple(_frozen(item) for item in value) if isinstance(value, list) else value
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Settings:
     """Every parsed flag by its argparse name, read as an attribute (`settings.http_port`)."""
 

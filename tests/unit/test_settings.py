@@ -1,0 +1,37 @@
+"""The command line is parsed once into settings nobody can change afterwards."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from openinfer.cli import serve_parser
+from openinfer.settings import Settings
+
+
+def _settings(*argv: str) -> Settings:
+    return Settings.from_args(serve_parser().parse_args(["--model-repository", "models", *argv]))
+
+
+def test_settings_read_every_flag_and_refuse_writes():
+    settings = _settings("--allow-http", "false", "--load-model", "a", "--load-model", "b")
+    assert settings.allow_http is False and settings.http_port == 8000
+    assert settings.load_model == ("a", "b")  # lists become tuples: nothing inside changes either
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.allow_http = True  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="no setting 'no_such_flag'"):
+        _ = settings.no_such_flag
+    assert getattr(settings, "no_such_flag", None) is None
+
+
+def test_openai_restrictions_parse_from_frozen_settings():
+    from openinfer.frontends.openai.options import OpenAIOptions
+
+    settings = _settings(
+        "--openai-port", "9000", "--openai-restricted-api", "inference", "api-key", "secret",
+        "--openai-allowed-origins", "http://a.example,http://b.example",
+    )
+    options = OpenAIOptions.from_settings(settings)
+    assert options.port == 9000 and options.access.rules["inference"].key == "api-key"
+    assert options.allowed_origins == ["http://a.example", "http://b.example"]
