@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -25,10 +26,11 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """User plus system CPU seconds of `pid` and all its descendants alive now."""
+def tree_cpu_seconds(pid: int, itself: bool = True) -> float:
+    """User plus system CPU seconds of `pid` (unless not `itself`) and all its descendants
+    alive now."""
     children = _children()
-    total, todo = 0.0, [pid]
+    total, todo = 0.0, [pid] if itself else list(children.get(pid, []))
     while todo:
         current = todo.pop()
         todo.extend(children.get(current, []))

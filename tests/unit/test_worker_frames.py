@@ -9,7 +9,13 @@ import pytest
 
 from openinfer.backends.python import ipc, packed
 from openinfer.backends.python.wire import (
-    Cancel, Done, Execute, Executed, Respond, WireRequest, WireResponse,
+    Cancel,
+    Done,
+    Execute,
+    Executed,
+    Respond,
+    WireRequest,
+    WireResponse,
 )
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import marshal
 import struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
