@@ -11,7 +11,7 @@ ENGINE ?= docker
 IMAGE ?= openinfer:latest
 EXTRAS ?= onnx
 
-.PHONY: install install-test flink-venv serve test bench bench-flink image clean
+.PHONY: install install-test flink-venv serve test bench bench-flink docs image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ test: install-test flink-venv
 
 bench: install-test
 	$(BIN)/python -m bench; status=$$?; $(BIN)/python -m bench.onnx_peers || status=1; exit $$status
+
+# docs/cli.md is generated from the argument parsers; a test checks it is current.
+docs: install
+	$(BIN)/python -m openinfer.clidoc docs/cli.md
 
 bench-flink: install-test flink-venv
 	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000

@@ -29,27 +29,27 @@ def positive_int(value: str) -> int:
 
 def add_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("OpenAI-compatible frontend")
-    g.add_argument("--openai-port", type=int, default=None, help="serve the OpenAI API on this port (off when absent)")
-    g.add_argument("--openai-address", default="0.0.0.0", help="bind address of the OpenAI frontend")
-    g.add_argument("--tokenizer", default=None, help="tokenizer directory for chat templates (default: the model's own)")
-    g.add_argument("--chat-template", default=None, help="a Jinja file that replaces the tokenizer's chat template")
+    g.add_argument("--openai-port", type=int, default=None, metavar="PORT", help="serve the OpenAI API on this port (off when absent)")
+    g.add_argument("--openai-address", default="0.0.0.0", metavar="ADDRESS", help="bind address of the OpenAI frontend")
+    g.add_argument("--tokenizer", default=None, metavar="DIR", help="tokenizer directory for chat templates (default: the model's own)")
+    g.add_argument("--chat-template", default=None, metavar="FILE", help="a Jinja file that replaces the tokenizer's chat template")
     g.add_argument("--backend", choices=["vllm", "tensorrtllm"], default=None, help="force the request format of every model")
-    g.add_argument("--lora-separator", default=None, help="serve LoRA adapters as <model><separator><adapter>")
+    g.add_argument("--lora-separator", default=None, metavar="SEP", help="serve LoRA adapters as <model><separator><adapter>")
     g.add_argument("--tool-call-parser", choices=TOOL_PARSERS, default=None, help="parse tool calls in model output")
-    g.add_argument("--max-tool-call-parse-bytes", type=positive_int, default=DEFAULT_PARSE_BYTES,
+    g.add_argument("--max-tool-call-parse-bytes", type=positive_int, default=DEFAULT_PARSE_BYTES, metavar="BYTES",
                    help="cap on streamed text the tool-call parser reads per request (then finish_reason 'length')")
-    g.add_argument("--default-max-tokens", type=positive_int, default=None,
+    g.add_argument("--default-max-tokens", type=positive_int, default=None, metavar="N",
                    help="max_tokens when a request gives none (default: the model's generation_config, else its context)")
     g.add_argument("--openai-restricted-api", nargs="+", action="append", default=[], metavar="API[,API] KEY VALUE",
                    help=f"require header KEY: VALUE for these API groups ({', '.join(OPENAI_GROUPS)}); "
                    "three arguments, or one quoted string of three words")
-    g.add_argument("--api-key", action="append", default=[], help="require 'Authorization: Bearer <key>' on /v1 (repeatable)")
-    g.add_argument("--openai-allowed-origins", "--allowed-origins", action="append", default=None,
+    g.add_argument("--api-key", action="append", default=[], metavar="KEY", help="require 'Authorization: Bearer <key>' on /v1 (repeatable)")
+    g.add_argument("--openai-allowed-origins", "--allowed-origins", action="append", default=None, metavar="ORIGIN",
                    help="CORS origins allowed on the OpenAI port (default: http://localhost)")
-    g.add_argument("--enable-kserve-frontends", type=parse_bool, nargs="?", const=True, default=True,
+    g.add_argument("--enable-kserve-frontends", type=parse_bool, nargs="?", const=True, default=True, metavar="BOOL",
                    help="also serve KServe v2 HTTP/gRPC and metrics (false: the OpenAI frontend alone)")
     g.add_argument("--uvicorn-log-level", choices=["debug", "info", "warning", "error", "critical", "trace"],
-                   default="warning")
+                   default="warning", help="log level of the OpenAI frontend's web server")
 
 
 def parse_restrictions(specs: list[list[str]]) -> AccessPolicy:

@@ -1,0 +1,258 @@
+"""`openinfer serve` flags: tritonserver's names, defaults and help groups, one sentence each.
+
+The parser is also the source of `docs/cli.md` (`python -m openinfer.clidoc`), so a flag's help
+here is the only place it is described.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Sequence
+
+from .settings import parse_bool
+
+BOOL_WORDS = "true/false/on/off/1/0"
+
+
+def parse_cuda_pool(value: str) -> tuple[int, int]:
+    """`--cuda-memory-pool-byte-size <GPU device ID>:<pool byte size>`, refused in tritonserver's words."""
+    device, sep, size = value.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(
+            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
+            f"requires format <first>:<second>. Found: {value}"
+        )
+    try:
+        return int(device), int(size)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value '{value}': both sides must be integers") from None
+
+
+def integer(value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got '{value}'") from None
+
+
+def port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got '{value}'")
+    return number
+
+
+def number(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{value}'") from None
+
+
+def default_text(action: argparse.Action) -> str | None:
+    """The default as a user would type it, or None when there is nothing worth showing."""
+    default = action.default
+    if default is None or default in ([], "") or default is argparse.SUPPRESS or action.nargs == 0:
+        return None
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return str(default)
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows each flag's default after its sentence, and lets long help lines breathe."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=38, width=100)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = default_text(action)
+        if shown is None or "%(default)" in text:
+            return text
+        return f"{text} (default: {shown.replace('%', '%%')})"
+
+
+class FlagParser(argparse.ArgumentParser):
+    """argparse that names an unknown flag with its nearest known spellings."""
+
+    def known_flags(self) -> list[str]:
+        return [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace=None):  # type: ignore[override]
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            self.error(self.unknown_message(extra))
+        return parsed
+
+    def unknown_message(self, extra: list[str]) -> str:
+        flags = [word for word in extra if word.startswith("-")]
+        if not flags:
+            return f"unexpected argument(s): {' '.join(extra)} (every option is a --flag)"
+        name = flags[0].split("=", 1)[0]
+        close = difflib.get_close_matches(name, self.known_flags(), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        return f"unknown flag '{name}'{hint} (`{self.prog} --help` lists every flag)"
+
+
+def _bool_flag(group, name: str, default: bool, help: str) -> None:
+    """A tritonserver-style boolean: `--flag`, `--flag true`, `--flag=off`."""
+    group.add_argument(name, type=parse_bool, nargs="?", const=True, default=default, metavar="BOOL", help=help)
+
+
+def _server(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Server")
+    g.add_argument("--id", default="triton", help="server id reported by server metadata")
+    g.add_argument("--exit-timeout-secs", type=number, default=30, metavar="SECONDS",
+                   help="on shutdown, wait this long for in-flight requests before unloading models")
+    _bool_flag(g, "--allow-client-shm", False,
+               "let clients register system and CUDA shared-memory regions (openinfer's own switch)")
+
+
+def _logging(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Logging")
+    g.add_argument("--log-verbose", type=integer, default=0, metavar="LEVEL",
+                   help="verbose logging level: 0 is off, higher levels log more detail")
+    _bool_flag(g, "--log-info", True, "log informational messages")
+    _bool_flag(g, "--log-warning", True, "log warnings")
+    _bool_flag(g, "--log-error", True, "log errors")
+    g.add_argument("--log-format", choices=["default", "ISO8601"], default="default",
+                   help="timestamp format of log lines")
+    g.add_argument("--log-file", default="", metavar="PATH",
+                   help="write the log to this file instead of stderr")
+
+
+def _repository(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Model Repository")
+    g.add_argument("--model-repository", "--model-store", action="append", required=True, dest="model_repository",
+                   metavar="DIR", help="a model repository folder; repeat the flag to serve several")
+    g.add_argument("--model-control-mode", type=str.lower, choices=["none", "poll", "explicit"], default="none",
+                   help="none: load everything once; poll: follow repository changes; explicit: load on request")
+    g.add_argument("--load-model", action="append", default=[], metavar="NAME",
+                   help="with --model-control-mode=explicit, load this model at start-up ('*' for all); repeatable")
+    g.add_argument("--repository-poll-secs", type=number, default=15, metavar="SECONDS",
+                   help="how often poll mode rescans the repository")
+    _bool_flag(g, "--exit-on-error", True,
+               "exit (code 1) when a model fails to load at start-up; false serves the models that loaded")
+    _bool_flag(g, "--strict-readiness", True, "report the server ready only when every model is ready")
+    g.add_argument("--disable-auto-complete-config", action="store_true",
+                   help="use each config.pbtxt as written, without filling in what the backend could infer")
+    g.add_argument("--model-config-name", default=None, metavar="NAME",
+                   help="read configs/<NAME>.pbtxt instead of config.pbtxt where a model has one")
+    g.add_argument("--model-load-thread-count", type=integer, default=4, metavar="N",
+                   help="accepted for compatibility: models load concurrently on the event loop")
+
+
+def _http(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("HTTP")
+    _bool_flag(g, "--allow-http", True, "serve KServe v2 over HTTP")
+    g.add_argument("--http-address", default="0.0.0.0", metavar="ADDRESS",
+                   help="bind address of the HTTP endpoint (ipv6:[::1] for IPv6)")
+    g.add_argument("--http-port", type=port, default=8000, metavar="PORT", help="port of the HTTP endpoint")
+    _bool_flag(g, "--reuse-http-port", False, "set SO_REUSEPORT on the HTTP socket")
+    g.add_argument("--http-max-input-size", type=integer, default=64 * 1024 * 1024, metavar="BYTES",
+                   help="largest request body accepted, after decompression; larger ones are refused")
+    g.add_argument("--http-restricted-api", action="append", default=[], metavar="API[,API]:KEY=VALUE",
+                   help="require header KEY: VALUE for these endpoint groups; repeatable")
+    g.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
+                   help="forward request headers whose names match to models as request parameters")
+    g.add_argument("--http-thread-count", type=integer, default=8, metavar="N",
+                   help="accepted for compatibility: HTTP runs on the event loop")
+    g.add_argument("--http-client-timeout-secs", type=number, default=30.0, metavar="SECONDS",
+                   help="drop HTTP connections whose request headers take longer than this to arrive, "
+                   "or whose body stalls this long (slow clients); all HTTP listeners")
+
+
+def _grpc(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("GRPC")
+    _bool_flag(g, "--allow-grpc", True, "serve KServe v2 over gRPC")
+    g.add_argument("--grpc-address", default="0.0.0.0", metavar="ADDRESS",
+                   help="bind address of the gRPC endpoint (ipv6:[::1] for IPv6)")
+    g.add_argument("--grpc-port", type=port, default=8001, metavar="PORT", help="port of the gRPC endpoint")
+    g.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOL[,PROTOCOL]:KEY=VALUE",
+                   help="require metadata KEY: VALUE for these RPC groups; repeatable")
+    g.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",
+                   help="forward request metadata whose keys match to models as request parameters")
+    g.add_argument("--grpc-infer-response-compression-level", choices=["none", "low", "medium", "high"],
+                   default="none", help="compress inference responses: low uses gzip, medium and high deflate")
+    g.add_argument("--grpc-infer-thread-count", type=integer, default=2, metavar="N",
+                   help="accepted for compatibility: gRPC runs on the event loop")
+
+
+def _metrics(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Metrics")
+    _bool_flag(g, "--allow-metrics", True, "serve Prometheus metrics at /metrics")
+    _bool_flag(g, "--allow-gpu-metrics", True, "report GPU metrics (NVML through the `gpu` extra, nvidia-ml-py)")
+    _bool_flag(g, "--allow-cpu-metrics", True, "report CPU utilisation and memory metrics")
+    g.add_argument("--metrics-address", default=None, metavar="ADDRESS",
+                   help="bind address of the metrics endpoint (default: --http-address)")
+    g.add_argument("--metrics-port", type=port, default=8002, metavar="PORT", help="port of the metrics endpoint")
+    g.add_argument("--metrics-interval-ms", type=number, default=2000, metavar="MS",
+                   help="accepted for compatibility: metrics are computed when scraped")
+    g.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a metrics setting such as summary_latencies=true or histogram_latencies=true; repeatable")
+
+
+def _tracing(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Tracing")
+    g.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
+                   help="a trace setting (level, rate, count, mode, file, log-frequency); repeatable")
+
+
+def _backend(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Backend")
+    g.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
+                   help="where Python-based backends live: a model with backend: \"<name>\" that is not one of "
+                   "openinfer's own backends runs <backend-directory>/<name>/model.py")
+    g.add_argument("--backend-config", action="append", default=[], metavar="[BACKEND,]KEY=VALUE",
+                   help="a setting passed to a backend, or to all backends without BACKEND; repeatable")
+
+
+def _cache(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Response Cache")
+    g.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
+                   help="enable the response cache, e.g. local,size=1048576; repeatable")
+
+
+def _memory(p: argparse.ArgumentParser) -> None:
+    # Accepted as tritonserver takes them; openinfer keeps no pinned or CUDA pool of its own,
+    # so they have no effect (nor do Triton's on a host without a GPU).
+    g = p.add_argument_group("Memory/Device Management")
+    g.add_argument("--pinned-memory-pool-byte-size", type=integer, default=1 << 28, metavar="BYTES",
+                   help="accepted for compatibility: no effect (openinfer keeps no pinned memory pool)")
+    g.add_argument("--cuda-memory-pool-byte-size", type=parse_cuda_pool, action="append", default=[],
+                   metavar="<GPU device ID>:<pool byte size>",
+                   help="accepted for compatibility: no effect (openinfer keeps no CUDA memory pool)")
+
+
+def _deprecated(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Deprecated")
+    _bool_flag(g, "--strict-model-config", False, "true means --disable-auto-complete-config")
+    g.add_argument("--trace-file", default=None, metavar="PATH", help="use --trace-config triton,file=<path>")
+    g.add_argument("--trace-level", action="append", default=[], metavar="LEVEL",
+                   help="use --trace-config level=<level>")
+    g.add_argument("--trace-rate", type=integer, default=None, metavar="N", help="use --trace-config rate=<n>")
+    g.add_argument("--trace-count", type=integer, default=None, metavar="N", help="use --trace-config count=<n>")
+    g.add_argument("--trace-log-frequency", type=integer, default=None, metavar="N",
+                   help="use --trace-config triton,log-frequency=<n>")
+
+
+def serve_parser() -> FlagParser:
+    p = FlagParser(
+        prog="openinfer serve",
+        usage="openinfer serve --model-repository DIR [flags]",
+        description="Serve a Triton model repository over KServe v2 HTTP and gRPC, with Prometheus "
+        "metrics and, with --openai-port, the OpenAI API.",
+        formatter_class=HelpFormatter,
+    )
+    for add in (_server, _logging, _repository, _http, _grpc, _metrics, _tracing, _backend, _cache, _memory):
+        add(p)
+    from .frontends.openai.options import add_flags as add_openai_flags
+
+    add_openai_flags(p)
+    _deprecated(p)
+    return p
