@@ -7,7 +7,7 @@ import asyncio
 import logging
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._malloc import tune_malloc
@@ -164,12 +164,6 @@ def startup_failures(server: InferenceServer, args: Settings) -> list[str]:
     return sorted(failed)
 
 
-@dataclass
-class Frontends:
-    uvicorn_servers: list
-    grpc_server: object | None
-
-
 #: uvicorn settings of the KServe and metrics listeners: no Server/Date headers, as Triton.
 _TRITON_LISTENER = {
     "proxy_headers": False, "server_header": False, "date_header": False,
@@ -177,25 +171,111 @@ _TRITON_LISTENER = {
 }
 
 
-async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
+def compose(args: Settings, log_settings: LogSettings | None = None) -> tuple[Composition, list]:
+    """The server and its plug-ins configured from the settings: nothing loaded, no port open.
+    `openinfer serve` and the in-process API (`openinfer.api`) both start from here."""
+    extensions = _load_extensions()
+    return build_server(args, log_settings, extensions), extensions
+
+
+@dataclass
+class Frontends:
+    """The listeners serving one InferenceServer."""
+
+    uvicorn_servers: list = field(default_factory=list)
+    tasks: list = field(default_factory=list)
+    grpc_server: object | None = None
+
+    def failed(self) -> bool:
+        """A listener ended on its own (it could not bind, or crashed)."""
+        return any(task.done() for task in self.tasks)
+
+    async def stop(self) -> None:
+        for s in self.uvicorn_servers:
+            s.should_exit = True
+        if self.grpc_server is not None:
+            await self.grpc_server.stop(grace=1)  # type: ignore[attr-defined]
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def start_frontends(built: Composition, args: Settings, extensions: list) -> Frontends:
+    """gRPC, HTTP, metrics and the plug-ins' listeners, as the settings ask; returns once every
+    listener is up or one has failed (`Frontends.failed`). Raises ValueError on a bad access
+    rule and OSError when gRPC cannot bind."""
     from .frontends.asgi.listener import listener
     from .frontends.grpc.service import start_grpc
     from .frontends.http import handlers
     from .frontends.http.app import HttpApp, HttpOptions
     from .frontends.metrics import metrics_app
 
-    try:
-        http_access = AccessPolicy.parse(args.http_restricted_api)
-        grpc_access = AccessPolicy.parse(args.grpc_restricted_protocol)
+    server = built.server
+    http_access = AccessPolicy.parse(args.http_restricted_api)
+    grpc_access = AccessPolicy.parse(args.grpc_restricted_protocol)
+    allow_http = args.allow_http and built.kserve_frontends
+    allow_metrics = args.allow_metrics and built.kserve_frontends
+    fronts = Frontends()
+    if args.allow_grpc and built.kserve_frontends:
+        target = grpc_target(args.grpc_address, args.grpc_port)
+        compression = None
+        if args.grpc_infer_response_compression_level != "none":
+            import grpc
+
+            # gRPC's level -> algorithm ranking (gzip, deflate): low picks gzip, medium/high deflate.
+            low = args.grpc_infer_response_compression_level == "low"
+            compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
+        fronts.grpc_server = await start_grpc(
+            server, target, grpc_access, [e.grpc_hook for e in extensions if hasattr(e, "grpc_hook")], compression
+        )
+        print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
+    if allow_http:
+        app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
+        handlers.install(app)
+        for ext in extensions:
+            if hasattr(ext, "http_hook"):
+                ext.http_hook(app)
+        http = listener(
+            app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
+            **_TRITON_LISTENER,
+        )
+        fronts.uvicorn_servers.append(http)
+        fronts.tasks.append(asyncio.create_task(http.serve()))
+    if allow_metrics:
+        maddr = args.metrics_address or args.http_address
+        metrics_asgi = metrics_app(
+            server, config=built.metrics, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
+        )
+        metrics = listener(
+            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
+            **_TRITON_LISTENER,
+        )
+        fronts.uvicorn_servers.append(metrics)
+        fronts.tasks.append(asyncio.create_task(metrics.serve()))
+    for ext in extensions:
+        if hasattr(ext, "start"):
+            extra = await ext.start(server, args)
+            fronts.uvicorn_servers.extend(extra.get("uvicorn", []))
+            fronts.tasks.extend(extra.get("tasks", []))
+    # Wait until every listener is up (or one failed to bind).
+    while not all(s.started for s in fronts.uvicorn_servers):
+        if fronts.failed():
+            break
+        await asyncio.sleep(0.02)
+    if allow_http:
+        print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
+    if allow_metrics:
+        print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
+    return fronts
+
+
+async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
+    try:  # refused before any model loads
+        AccessPolicy.parse(args.http_restricted_api)
+        AccessPolicy.parse(args.grpc_restricted_protocol)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    extensions = _load_extensions()
-    built = build_server(args, log_settings, extensions)
+    built, extensions = compose(args, log_settings)
     server = built.server
-    allow_http = args.allow_http and built.kserve_frontends
-    allow_grpc = args.allow_grpc and built.kserve_frontends
-    allow_metrics = args.allow_metrics and built.kserve_frontends
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -214,78 +294,20 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
         )
         await server.stop()
         return 1
-
-    uvicorn_servers = []
-    tasks = []
-    grpc_server = None
-    if allow_grpc:
-        target = grpc_target(args.grpc_address, args.grpc_port)
-        compression = None
-        if args.grpc_infer_response_compression_level != "none":
-            import grpc
-
-            # gRPC's level -> algorithm ranking (gzip, deflate): low picks gzip, medium/high deflate.
-            low = args.grpc_infer_response_compression_level == "low"
-            compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
-        try:
-            grpc_server = await start_grpc(
-                server, target, grpc_access, [e.grpc_hook for e in extensions if hasattr(e, "grpc_hook")], compression
-            )
-        except OSError as exc:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-            await server.stop()
-            return 1
-        print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
-    if allow_http:
-        app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
-        handlers.install(app)
-        for ext in extensions:
-            if hasattr(ext, "http_hook"):
-                ext.http_hook(app)
-        http = listener(
-            app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
-            **_TRITON_LISTENER,
-        )
-        uvicorn_servers.append(http)
-        tasks.append(asyncio.create_task(http.serve()))
-    if allow_metrics:
-        maddr = args.metrics_address or args.http_address
-        metrics_asgi = metrics_app(
-            server, config=built.metrics, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
-        )
-        metrics = listener(
-            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
-            **_TRITON_LISTENER,
-        )
-        uvicorn_servers.append(metrics)
-        tasks.append(asyncio.create_task(metrics.serve()))
-    for ext in extensions:
-        if hasattr(ext, "start"):
-            extra = await ext.start(server, args)
-            uvicorn_servers.extend(extra.get("uvicorn", []))
-            tasks.extend(extra.get("tasks", []))
-    # Wait until every listener is up (or one failed to bind).
-    while not all(s.started for s in uvicorn_servers):
-        if any(t.done() for t in tasks):
-            break
-        await asyncio.sleep(0.02)
-    for task in tasks:
-        if task.done():
-            print("error: a listener failed to start (address in use?)", file=sys.stderr, flush=True)
-            stop.set()
-    if allow_http:
-        print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
-    if allow_metrics:
-        print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
+    try:
+        fronts = await start_frontends(built, args, extensions)
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        await server.stop()
+        return 1
+    if fronts.failed():
+        print("error: a listener failed to start (address in use?)", file=sys.stderr, flush=True)
+        stop.set()
 
     await stop.wait()
     print("Shutting down: draining in-flight requests", file=sys.stderr, flush=True)
     await server.stop()  # refuses new work, waits for in-flight requests, unloads
-    for s in uvicorn_servers:
-        s.should_exit = True
-    if grpc_server is not None:
-        await grpc_server.stop(grace=1)  # type: ignore[attr-defined]
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await fronts.stop()
     return 0
 
 

@@ -29,6 +29,7 @@ class OpenAIExtension:
         self.options: OpenAIOptions | None = None
 
     def configure(self, args: Settings) -> Contribution | None:
+        self.options = None  # one process may compose several servers (the in-process API)
         if getattr(args, "openai_port", None) is None:
             return None
         if args.http_max_input_size <= 0:
