@@ -1,0 +1,222 @@
+"""`openinfer.Server`: the whole server in the caller's process, modelled on Triton's `tritonserver`.
+
+    with openinfer.Server(model_repository="models") as server:
+        response = server.model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": b})
+
+The core, its models and any frontends run on one event loop in a thread of their own (see
+`loop.py`), composed exactly as `openinfer serve` composes them (`runner.compose`). Every
+method may be called from any thread; `Model.async_infer` serves asyncio callers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..core.errors import UnavailableError
+from ..core.server import InferenceServer
+from .loop import LoopThread
+from .model import Model
+
+T = TypeVar("T")
+
+
+def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> argparse.Namespace:
+    """`openinfer serve`'s parsed flags: its defaults, then `flags` by their Python names
+    (`strict_readiness=False` for `--strict-readiness=false`)."""
+    from ..serve_flags import serve_parser
+
+    repos = [model_repository] if isinstance(model_repository, (str, Path)) else list(model_repository)
+    argv = [word for repo in repos for word in ("--model-repository", str(repo))]
+    args = serve_parser().parse_args(argv)
+    known = vars(args)
+    for key, value in flags.items():
+        if key not in known or key == "model_repository":
+            close = difflib.get_close_matches(key, list(known), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise TypeError(f"openinfer.Server got an unknown setting '{key}'{hint} "
+                            "(settings are `openinfer serve` flags with underscores)")
+        setattr(args, key, value)
+    # In-process, no port is opened until start_frontends() asks for it.
+    args.allow_http = args.allow_grpc = args.allow_metrics = False
+    args.openai_port = None
+    return args
+
+
+class Server:
+    """An openinfer server inside this process.
+
+    `model_repository`: one folder or several. `model_control_mode`: "none" (load everything
+    at start), "explicit" (`load`/`unload` decide) or "poll". Any other `openinfer serve` flag
+    may be given by its Python name, e.g. `strict_readiness=False`, `exit_on_error=False`.
+    """
+
+    def __init__(self, model_repository: str | Path | Sequence[str | Path], model_control_mode: str = "none",
+                 **flags: Any) -> None:
+        # Model workers start with fork+exec while gRPC threads may run (as `openinfer serve` sets it).
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+        self._args = _settings(model_repository, {"model_control_mode": model_control_mode.lower(), **flags})
+        self._loop: LoopThread | None = None
+        self._core: InferenceServer | None = None
+        self._extensions: list = []
+        self._frontends: list = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, wait_until_ready: bool = True, timeout: float | None = None) -> Server:
+        """Loads the models (all of them, or `--load-model`'s in explicit mode). With
+        `exit_on_error` (the default) a model that fails to load makes this raise."""
+        if self._core is not None:
+            raise UnavailableError("the server is already started")
+        from ..runner import compose, startup_failures
+
+        self._loop = LoopThread()
+
+        async def start() -> InferenceServer:
+            core, self._extensions = compose(self._args)
+            await core.start()
+            return core
+
+        try:
+            self._core = self._loop.run(start(), timeout)
+        except BaseException:
+            self._loop.close()
+            self._loop = None
+            raise
+        failed = self._sync(lambda core: startup_failures(core, self._args))
+        if failed and self._args.exit_on_error:
+            self.stop()
+            raise UnavailableError(f"failed to load all models: {', '.join(failed)} (exit_on_error=False serves the others)")
+        if wait_until_ready:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not self.ready():
+                if deadline is not None and time.monotonic() > deadline:
+                    raise UnavailableError("the server did not become ready in time")
+                time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        """Stops the frontends, lets in-flight requests finish, unloads the models."""
+        if self._loop is None:
+            return
+        core, frontends = self._core, self._frontends
+
+        async def stop() -> None:
+            for front in frontends:
+                await front.stop()
+            if core is not None:
+                await core.stop()
+
+        try:
+            self._loop.run(stop())
+        finally:
+            self._frontends = []
+            self._core = None
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> Server:  # noqa: PYI034
+        return self if self._core is not None else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Server:  # noqa: PYI034
+        import asyncio
+
+        return await asyncio.to_thread(self.__enter__)
+
+    async def __aexit__(self, *exc: object) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.stop)
+
+    def start_frontends(self, *, http_port: int | None = None, grpc_port: int | None = None,
+                        metrics_port: int | None = None, openai_port: int | None = None,
+                        address: str = "127.0.0.1", **flags: Any) -> None:
+        """Serves this server over the network too: KServe v2 HTTP and gRPC, Prometheus
+        metrics, the OpenAI API; each on the port given (none when None). `flags` are further
+        `openinfer serve` settings of these frontends (e.g. `http_restricted_api=[...]`)."""
+        from ..runner import start_frontends
+
+        core = self._core_or_raise()
+        args = argparse.Namespace(**vars(self._args))
+        for key, value in flags.items():
+            if not hasattr(args, key):
+                raise TypeError(f"start_frontends got an unknown setting '{key}'")
+            setattr(args, key, value)
+        args.allow_http, args.allow_grpc, args.allow_metrics = (
+            http_port is not None, grpc_port is not None, metrics_port is not None)
+        args.http_port, args.grpc_port = http_port or 0, grpc_port or 0
+        args.metrics_port, args.openai_port = metrics_port or 0, openai_port
+        args.http_address = args.grpc_address = args.openai_address = address
+        args.metrics_address = address
+
+        async def start():
+            for extension in self._extensions:  # plug-ins that open a port read their flags now
+                if hasattr(extension, "start"):
+                    extension.configure(core, args)
+            return await start_frontends(core, args, self._extensions)
+
+        self._frontends.append(self._run(start()))
+
+    # ------------------------------------------------------------------- state
+    def live(self) -> bool:
+        return self._core is not None and self._sync(lambda core: core.live())
+
+    def ready(self) -> bool:
+        return self._core is not None and self._sync(lambda core: core.ready())
+
+    def metadata(self) -> dict[str, Any]:
+        meta = self._sync(lambda core: core.metadata())
+        return {"name": meta.name, "version": meta.version, "extensions": list(meta.extensions)}
+
+    def models(self) -> dict[tuple[str, int], dict[str, str]]:
+        """Every model of the repositories: (name, version) -> {name, version, state[, reason]};
+        version -1 for a model with no version loaded, as in Triton's API."""
+        rows = self._sync(lambda core: core.repository_index())
+        return {(row["name"], int(row["version"]) if row.get("version") else -1): dict(row) for row in rows}
+
+    def model(self, name: str, version: int = -1) -> Model:
+        return Model(self, name, version)
+
+    def load(self, name: str, config: dict[str, Any] | str | None = None,
+             files: dict[str, bytes] | None = None, timeout: float | None = None) -> Model:
+        """Loads (or reloads) a model; `config` (a dict or JSON text) replaces its config.pbtxt,
+        and `files` ({"1/model.onnx": b"..."}) its files, as Triton's load request does."""
+        text = json.dumps(config) if isinstance(config, dict) else config
+        self._run(self._core_or_raise().load_model(name, text, files), timeout)
+        return Model(self, name)
+
+    def unload(self, name: str, unload_dependents: bool = False, timeout: float | None = None) -> None:
+        self._run(self._core_or_raise().unload_model(name, unload_dependents), timeout)
+
+    # ---------------------------------------------------------------- plumbing
+    def _core_or_raise(self) -> InferenceServer:
+        if self._core is None or self._loop is None:
+            raise UnavailableError("the server is not started (call start() or use `with`)")
+        return self._core
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if self._loop is None:
+            coro.close()
+            raise UnavailableError("the server is not started (call start() or use `with`)")
+        return self._loop.run(coro, timeout)
+
+    def _sync(self, fn: Callable[[InferenceServer], T]) -> T:
+        """Runs a synchronous core method on the core's loop, where its state lives."""
+        core = self._core_or_raise()
+
+        async def call() -> T:
+            return fn(core)
+
+        return self._run(call())
+
+    def _call(self, fn: Callable[[InferenceServer], Coroutine[Any, Any, T]]) -> T:
+        core = self._core_or_raise()
+        return self._run(fn(core))
