@@ -38,8 +38,10 @@ serve: install
 test: install-test flink-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
+# One run, one progress line: the v2 grid, the LLM row, then the ONNX comparison; the charts
+# (bench/charts/*.svg, the plot extra) land in bench/RESULTS.md and the README.
 bench: install-test
-	$(BIN)/python -m bench; status=$$?; $(BIN)/python -m bench.onnx_peers || status=1; exit $$status
+	$(BIN)/python -m bench
 
 # docs/cli.md is generated from the argument parsers; a test checks it is current.
 docs: install

@@ -123,6 +123,8 @@ class Served:
             "itl_avg_ms": round(metrics["inter_token_latency"]["avg"], 3),
             "output_tokens_avg": metrics["output_sequence_length"]["avg"],
             "client_cpu_percent": round(doc["client_cpu_percent"], 1),
+            # Per-request TTFT and inter-token latency (ms): the distributions bench/charts.py draws.
+            "samples": doc.get("samples", {}),
         }
 
 

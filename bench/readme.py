@@ -20,7 +20,8 @@ def summary(results_text: str) -> str:
     lines = head.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
-    return "\n".join(lines).strip()
+    # Pictures are linked relative to bench/; the README sits one folder up.
+    return "\n".join(lines).strip().replace("](charts/", "](bench/charts/")
 
 
 def update(results_text: str, readme: Path = README) -> bool:

@@ -14,6 +14,7 @@ import orjson
 from openinfer.bench.cli import run_v2
 from openinfer.bench.control import ControlError
 from openinfer.bench.options import Options
+from openinfer.bench.progress import RunProgress
 from openinfer.bench.runner import RunError
 
 from . import results, servers
@@ -120,6 +121,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--llm", action=argparse.BooleanOptionalAction, default=True,
                    help="also the LLM row (bench/llm.py): the OpenAI endpoint against in-process")
     p.add_argument("--quick", action="store_true", help="short windows: a smoke run")
+    p.add_argument("--charts", action=argparse.BooleanOptionalAction, default=True,
+                   help="draw bench/charts/*.svg (matplotlib, the plot extra) and embed them in RESULTS.md")
+    p.add_argument("--onnx-peers", action=argparse.BooleanOptionalAction, default=True,
+                   help="then the ONNX comparison (bench/onnx_peers.py), under the same progress line")
     ns = p.parse_args(argv)
     if ns.quick:
         ns.interval_ms, ns.max_trials, ns.warmup_ms = 1000, 3, 300
@@ -155,7 +160,7 @@ def main(argv: list[str]) -> int:
         return None
 
     def cell(server: servers.Server, proto: str, size: int, conc: int) -> None:
-        print(f"-- {server.label} {proto} [1,{size}] c={conc}", file=sys.stderr)
+        run.begin(f"{server.label} {proto} [1,{size}] c={conc}")
         c: dict[str, Any] = {"server": server.key, "label": server.label, "protocol": proto,
                              "size": size, "concurrency": conc}
         try:
@@ -166,13 +171,17 @@ def main(argv: list[str]) -> int:
                 c.update(measured(pid, lambda: measure(server, proto, size, conc, files[size][0], ns)))
         except (RunError, ControlError, OSError) as exc:
             c["error"] = str(exc)
-            print(f"   failed: {exc}", file=sys.stderr)
+            print(f"\n   failed: {exc}", file=sys.stderr)
         cells.append(c)
+        run.step_done()
 
     grid = [(p, size, conc) for p in protocols for size in sizes for conc in concs]
+    keys = _csv(ns.servers, str)
+    steps = ns.rounds * sum(1 for k in keys for proto, _, _ in grid if proto in _protocols_of(k))
+    run = RunProgress(steps + int(ns.llm) + (_onnx_steps() if ns.onnx_peers else 0)).__enter__()
     try:
         if ns.order == "server":  # one server up at a time
-            for key in _csv(ns.servers, str):
+            for key in keys:
                 server = start(key)
                 if server is None:
                     continue
@@ -182,7 +191,7 @@ def main(argv: list[str]) -> int:
                             cell(server, proto, size, conc)
                 server.stop()
         else:  # all up, every cell measured on each server in turn: drift hits all alike
-            ups = [s for s in (start(k) for k in _csv(ns.servers, str)) if s is not None]
+            ups = [s for s in (start(k) for k in keys) if s is not None]
             for _ in range(ns.rounds):
                 for proto, size, conc in grid:
                     for server in ups:
@@ -213,11 +222,37 @@ def main(argv: list[str]) -> int:
     if ns.llm:
         from . import llm
 
+        run.begin("LLM row (tiny Llama, OpenAI endpoint)")
         text += "\n" + llm.section(quick=ns.quick)
+        run.step_done()
+    if ns.charts:
+        from . import charts
+
+        text = charts.embed(text, charts.draw(cells, charts.llm_runs() if ns.llm else {}))
     Path(ns.out).write_text(text)
     if Path(ns.out).resolve() == (HERE / "RESULTS.md").resolve():
         from . import readme
 
         readme.update(text)  # README's performance section follows the committed results
+    status = 0 if cells and not any(c.get("error") for c in cells) else 1
+    if ns.onnx_peers:
+        from . import onnx_peers
+
+        status |= onnx_peers.main(["--quick"] * ns.quick + ["--no-install"] * ns.no_install)
+    run.__exit__()
     print(text)
-    return 0 if cells and not any(c.get("error") for c in cells) else 1
+    return status
+
+
+def _protocols_of(key: str) -> tuple[str, ...]:
+    """What a server key speaks, for counting the run's steps before any server starts."""
+    return {"asgi_echo": ("http",), "grpc_echo": ("grpc",)}.get(key, ("http", "grpc"))
+
+
+def _onnx_steps() -> int:
+    """The ONNX comparison's levels, so the run's time left counts them from the start."""
+    from . import onnx_peers
+
+    ns = onnx_peers.parse([])
+    return (len(ns.servers.split(",")) * len(onnx_peers.MODELS) * len(ns.protocols.split(","))
+            * len(ns.concurrency.split(",")))

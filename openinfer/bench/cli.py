@@ -63,6 +63,8 @@ def _v2_parser() -> argparse.ArgumentParser:
     a("--json", nargs="?", const="-", default=None, metavar="FILE",
       help="write results as JSON (to stdout when no file is given)")
     a("--no-progress", action="store_true")
+    a("--plot", default=None, metavar="FILE.svg",
+      help="draw throughput against p50 latency per concurrency level (needs matplotlib: the plot extra)")
     return p
 
 
@@ -179,4 +181,13 @@ def main(argv: list[str] | None = None) -> int:
             Path(ns.json).write_bytes(data)
     if ns.json != "-":
         print(table(results, doc))
+    if ns.plot:
+        from .plot import PlotError, points_of_levels, throughput_latency
+
+        try:
+            panel = f"{doc['model']} · {doc['protocol']} ({doc['mode_note']})"
+            throughput_latency({panel: {doc["server"] or opts.url: points_of_levels(doc["levels"])}}, ns.plot)
+        except PlotError as exc:
+            print(f"openinfer bench: --plot: {exc}", file=sys.stderr)
+            return 1
     return 0 if all(r.errors == 0 for r in results) else 1

@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     a("--json", nargs="?", const="-", default=None, metavar="FILE")
     a("--profile-export-file", default=None, help="per-request records as JSON")
     a("--no-progress", action="store_true")
+    a("--plot", default=None, metavar="FILE.svg",
+      help="draw the TTFT and inter-token latency distributions (streaming; needs matplotlib: the plot extra)")
     return p
 
 
@@ -163,4 +165,12 @@ def main(argv: list[str]) -> int:
         print(table(doc))
         if errors:
             print(f"{len(errors)} failed requests; first: {errors[0]}")
+    if ns.plot:
+        from ..plot import PlotError, latency_distributions
+
+        try:
+            latency_distributions({f"{ns.model} c={ns.concurrency}": doc["samples"]}, ns.plot)
+        except PlotError as exc:
+            print(f"openinfer bench openai: --plot: {exc}", file=sys.stderr)
+            return 1
     return 0 if records and not errors else 1

@@ -38,6 +38,7 @@ def compute(records: list[Record], duration_s: float, count: Callable[[str], int
     lat = [r.end_ns / 1e6 for r in records]
     metrics: dict[str, Any] = {"request_latency": describe(lat)}
     counted_by = "words"
+    samples: dict[str, list[float]] = {}
     if endpoint != "embeddings":
         outs = []
         for r in records:
@@ -45,16 +46,19 @@ def compute(records: list[Record], duration_s: float, count: Callable[[str], int
             outs.append(n)
         metrics["output_sequence_length"] = describe(outs)
         if streaming:
-            metrics["time_to_first_token"] = describe([r.first_ns / 1e6 for r in records])
+            ttft = [r.first_ns / 1e6 for r in records]
+            metrics["time_to_first_token"] = describe(ttft)
             itl = [(r.end_ns - r.first_ns) / 1e6 / (n - 1) for r, n in zip(records, outs) if n > 1]
             metrics["inter_token_latency"] = describe(itl)
+            samples = {"time_to_first_token": ttft, "inter_token_latency": itl}
         tokens = sum(outs)
         metrics["output_token_throughput"] = {"avg": tokens / duration_s if duration_s else 0.0}
     ins = [r.usage["prompt_tokens"] if count is None and "prompt_tokens" in r.usage
            else r.input_tokens for r in records]
     metrics["input_sequence_length"] = describe(ins)
     metrics["request_throughput"] = {"avg": len(records) / duration_s if duration_s else 0.0}
-    return {"metrics": metrics, "duration_s": duration_s, "tokens_counted_by": counted_by}
+    # Per-request values, for pictures of the distributions (`--plot`).
+    return {"metrics": metrics, "duration_s": duration_s, "tokens_counted_by": counted_by, "samples": samples}
 
 
 def table(doc: dict[str, Any]) -> str:

@@ -1,0 +1,86 @@
+"""Benchmark pictures: `openinfer bench --plot` against a real server, and the run's charts."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from bench import charts
+from openinfer.bench.cli import main
+from openinfer.bench.plot import latency_distributions, throughput_latency
+from openinfer.bench.progress import Progress, RunProgress
+from tests.helpers import EXAMPLES, Server
+
+
+def _series(svg: str) -> set[str]:
+    return set(re.findall(r'id="series-([^"]+)"', svg))
+
+
+def test_bench_plot_draws_each_concurrency_level(tmp_path):
+    with Server(EXAMPLES, ["--model-control-mode", "explicit", "--load-model", "identity_fp32"]) as server:
+        out = tmp_path / "levels.svg"
+        code = main(["-m", "identity_fp32", "-u", server.http_url, "--shape", "INPUT0:4",
+                     "--concurrency-range", "1:2:1", "--request-count", "40", "--warmup-ms", "0",
+                     "--no-progress", "--plot", str(out)])
+    assert code == 0
+    svg = out.read_text()
+    assert svg.startswith("<?xml") and "<svg" in svg
+    assert len(_series(svg)) == 1  # one server, one line
+    assert "c=1" in svg and "c=2" in svg  # a point per level, labelled
+    assert "p50 latency (ms)" in svg and "throughput (infer/s)" in svg
+
+
+def test_charts_have_a_line_per_server_and_workload(tmp_path):
+    cells = [
+        {"label": label, "server": label, "protocol": proto, "size": 16, "concurrency": conc,
+         "throughput": 1000.0 * conc, "p50_ms": 1.0 + conc, "p99_ms": 2.0 + conc}
+        for label in ("openinfer", "MLServer") for proto in ("http", "grpc") for conc in (1, 16)
+    ]
+    path = throughput_latency(charts.panels(cells), tmp_path / "t.svg")
+    assert _series(path.read_text()) == {
+        "http-json-1-16-openinfer", "http-json-1-16-mlserver", "grpc-1-16-openinfer", "grpc-1-16-mlserver"}
+    runs = {"served c=1": {"time_to_first_token": [2.0, 2.5, 3.1], "inter_token_latency": [1.0, 1.1]},
+            "served c=8": {"time_to_first_token": [9.0, 11.0], "inter_token_latency": [1.9, 2.2, 2.4]}}
+    svg = latency_distributions(runs, tmp_path / "l.svg").read_text()
+    assert _series(svg) == {"time-to-first-token-served-c-1", "time-to-first-token-served-c-8",
+                            "inter-token-latency-served-c-1", "inter-token-latency-served-c-8"}
+    assert "Time to first token (ms)" in svg and "served c=8 (n=2)" in svg
+
+
+def test_stored_results_read_back_and_embed(tmp_path):
+    text = (charts.HERE / "RESULTS.md").read_text()
+    cells = charts.cells_from_markdown(text)
+    assert cells and {c["protocol"] for c in cells} == {"http", "grpc"}
+    drawn = [("a chart", charts.HERE / "charts" / "x.svg")]
+    embedded = charts.embed(text, drawn)
+    assert "![a chart](charts/x.svg)" in embedded
+    assert charts.embed(embedded, drawn) == embedded  # a rerun replaces its block
+    assert embedded.index(charts.START) < embedded.index("## Every run")
+
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_one_progress_line_spans_the_run():
+    """`make bench`: every level's bar is drawn behind the run's position, on the same line."""
+    stream = _Terminal()
+    with RunProgress(3, stream=stream) as run:
+        run.begin("openinfer http [1,16] c=1")
+        assert stream.getvalue().endswith("[1/3 openinfer http [1,16] c=1 · time left: estimating]")
+        level = Progress(stream=stream)
+        level.update("c=1", 1.0, "done")
+        assert re.search(r"\r\x1b\[2K\[1/3 openinfer http \[1,16\] c=1 · time left: estimating\] +c=1 █+ done$",
+                         stream.getvalue())
+        level.done("c=1", "120 requests")  # no second line while the run's line is live
+        run.step_done()
+        run.begin("MLServer http [1,16] c=1")
+        assert re.search(r"\[2/3 MLServer http \[1,16\] c=1 · ~\d+m\d\ds left\]$", stream.getvalue())
+    assert "\n" not in stream.getvalue()
+    assert RunProgress.active is None
