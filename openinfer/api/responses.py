@@ -110,6 +110,9 @@ class AsyncResponseIterator(AsyncIterator[InferenceResponse]):
     async def aclose(self) -> None:
         self.cancel()
 
+    def __del__(self) -> None:
+        self.cancel()
+
 
 async def pump(stream: Any, sink: ResponseIterator | AsyncResponseIterator) -> None:
     """Runs on the server's loop: moves each response of `stream` into `sink`, then the end."""
