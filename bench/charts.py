@@ -60,8 +60,17 @@ def llm_runs(path: Path = LLM_JSON) -> dict[str, dict[str, list[float]]]:
     return {row["name"]: row["samples"] for row in result.get("rows", []) if row.get("samples")}
 
 
+def llm_note(path: Path = LLM_JSON) -> str:
+    """How the LLM samples were taken (rounds, load), for the picture's title."""
+    if not path.exists():
+        return ""
+    result = json.loads(path.read_text())
+    return (f" ({result.get('rounds', '?')} round(s), {result.get('max_tokens', '?')} tokens per request, "
+            f"load average {result.get('load_at_start', 0):.1f} at the start)")
+
+
 def draw(cells: list[dict[str, Any]], llm: dict[str, dict[str, list[float]]], out: Path = CHARTS,
-         note: str = "") -> list[tuple[str, Path]]:
+         note: str = "", llm_caption: str = "") -> list[tuple[str, Path]]:
     """Writes the SVGs; returns (caption, path) of each picture drawn."""
     drawn = []
     try:
@@ -71,14 +80,14 @@ def draw(cells: list[dict[str, Any]], llm: dict[str, dict[str, list[float]]], ou
     except PlotError as exc:
         print(f"charts: throughput/latency not drawn: {exc}", file=sys.stderr)
     try:
-        path = latency_distributions(llm, out / "llm_latency.svg", title="LLM row: TTFT and ITL distributions" + note)
+        path = latency_distributions(llm, out / "llm_latency.svg", title="LLM row: TTFT and ITL distributions" + llm_caption)
         drawn.append(("The LLM row's time-to-first-token and inter-token latency distributions", path))
     except PlotError as exc:
         print(f"charts: LLM distributions not drawn: {exc}", file=sys.stderr)
     return drawn
 
 
-def embed(results_text: str, drawn: list[tuple[str, Path]], base: Path = HERE) -> str:
+def embed(results_text: str, drawn: list[tuple[str, Path]], base: Path = HERE, caption: str = "") -> str:
     """RESULTS.md with its picture block (before "## Every run") replaced by these pictures."""
     if START in results_text:
         before, rest = results_text.split(START, 1)
@@ -86,7 +95,7 @@ def embed(results_text: str, drawn: list[tuple[str, Path]], base: Path = HERE) -
     if not drawn:
         return results_text
     images = "\n\n".join(f"![{caption}]({path.relative_to(base).as_posix()})" for caption, path in drawn)
-    block = f"{START}\n{images}\n{END}\n"
+    block = f"{START}\n{images}\n" + (f"\n{caption}\n" if caption else "") + f"{END}\n"
     marker = "\n## Every run"
     if marker in results_text:
         head, tail = results_text.split(marker, 1)
@@ -100,8 +109,11 @@ def main(argv: list[str] | None = None) -> int:
 
     results = HERE / "RESULTS.md"
     text = results.read_text()
-    drawn = draw(cells_from_markdown(text), llm_runs())
-    text = embed(text, drawn)
+    drawn = draw(cells_from_markdown(text), llm_runs(), llm_caption=llm_note())
+    caption = ("Drawn by `python -m bench.charts` from the stored results: the throughput chart from the "
+               "table of this run, the LLM distributions from the latest `bench/results/llm.json` (its title "
+               "says how it was measured).")
+    text = embed(text, drawn, caption=caption)
     results.write_text(text)
     readme.update(text)
     for _, path in drawn:

@@ -228,7 +228,8 @@ def main(argv: list[str]) -> int:
     if ns.charts:
         from . import charts
 
-        text = charts.embed(text, charts.draw(cells, charts.llm_runs() if ns.llm else {}))
+        llm = charts.llm_runs() if ns.llm else {}
+        text = charts.embed(text, charts.draw(cells, llm, llm_caption=charts.llm_note() if llm else ""))
     Path(ns.out).write_text(text)
     if Path(ns.out).resolve() == (HERE / "RESULTS.md").resolve():
         from . import readme

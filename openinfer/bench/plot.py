@@ -108,6 +108,7 @@ def latency_distributions(runs: Mapping[str, Mapping[str, Sequence[float]]], pat
             (line,) = ax.step(values, fractions, where="post", label=f"{run} (n={len(values)})")
             line.set_gid(f"series-{slug(key)}-{slug(run)}")
         ax.set_title(label)
+        ax.set_xscale("log")  # tails under load span orders of magnitude
         ax.set_xlabel("ms")
         ax.set_ylabel("fraction of requests")
         ax.set_ylim(0, 1.02)
