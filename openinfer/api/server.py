@@ -11,11 +11,12 @@ method may be called from any thread; `Model.async_infer` serves asyncio callers
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +50,16 @@ def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[s
     return args
 
 
+@contextlib.contextmanager
+def _refusals_as_errors() -> Iterator[None]:
+    """The composition refuses bad settings as the command line does, with SystemExit; on the
+    server's loop that would end the loop's thread, so the caller gets a ValueError instead."""
+    try:
+        yield
+    except SystemExit as exc:
+        raise ValueError(str(exc.code)) from None
+
+
 class Server:
     """An openinfer server inside this process.
 
@@ -78,7 +89,8 @@ class Server:
         self._loop = LoopThread()
 
         async def start() -> InferenceServer:
-            core, self._extensions = compose(self._args)
+            with _refusals_as_errors():
+                core, self._extensions = compose(self._args)
             await core.start()
             return core
 
@@ -158,9 +170,10 @@ class Server:
         args.metrics_address = address
 
         async def start():
-            for extension in self._extensions:  # plug-ins that open a port read their flags now
-                if hasattr(extension, "start"):
-                    extension.configure(core, args)
+            with _refusals_as_errors():
+                for extension in self._extensions:  # plug-ins that open a port read their flags now
+                    if hasattr(extension, "start"):
+                        extension.configure(core, args)
             return await start_frontends(core, args, self._extensions)
 
         self._frontends.append(self._run(start()))

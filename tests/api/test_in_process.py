@@ -200,6 +200,8 @@ def test_explicit_mode_load_and_unload(tmp_path):
 def test_lifecycle_and_settings(tmp_path):
     with pytest.raises(TypeError, match="unknown setting 'strict_readyness'; did you mean strict_readiness"):
         openinfer.Server(model_repository=tmp_path, strict_readyness=False)
+    with pytest.raises(ValueError, match="--load-model requires --model-control-mode=explicit"):
+        openinfer.Server(model_repository=tmp_path, load_model=["x"]).start()
     server = openinfer.Server(model_repository=tmp_path)
     with pytest.raises(UnavailableError, match="not started"):
         server.models()
