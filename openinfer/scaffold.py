@@ -161,6 +161,7 @@ tensor = httpclient.InferInput("{tin}", list(data.shape), "FP32")
 tensor.set_data_from_numpy(data)
 result = client.infer("{name}", [tensor])
 print(result.as_numpy("{tout}"))
+client.close()
 '''
 
 CLIENT_DECOUPLED = '''"""Stream from {name} on a running server: `python client.py [HOST:PORT]` (gRPC, localhost:8001)."""
@@ -185,7 +186,8 @@ while True:
     if answer.get_response().parameters["triton_final_response"].bool_param:
         break
     print(answer.as_numpy("OUTPUT0"))
-client.stop_stream()
+client.stop_stream(cancel_requests=True)  # the final response has come: nothing is pending
+client.close()
 '''
 
 
