@@ -9,9 +9,10 @@ __all__ = ["TRITON_PROTOCOL_VERSION", "Server", "__version__"]
 
 def __getattr__(name: str):
     """`openinfer.Server` (the in-process API) is imported on first use, so `import openinfer`
-    stays light for the command line and for model workers."""
+    stays light for the command line and for model workers (and the core, which reads the
+    version here, does not depend on the composition the API brings)."""
     if name == "Server":
-        from .api import Server
+        import importlib
 
-        return Server
+        return importlib.import_module("openinfer.api").Server
     raise AttributeError(f"module 'openinfer' has no attribute '{name}'")

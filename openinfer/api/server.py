@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import difflib
 import json
 import os
@@ -22,13 +23,15 @@ from typing import Any, TypeVar
 
 from ..core.errors import UnavailableError
 from ..core.server import InferenceServer
+from ..runner import Composition
+from ..settings import Settings
 from .loop import LoopThread
 from .model import Model
 
 T = TypeVar("T")
 
 
-def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> argparse.Namespace:
+def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> Settings:
     """`openinfer serve`'s parsed flags: its defaults, then `flags` by their Python names
     (`strict_readiness=False` for `--strict-readiness=false`)."""
     from ..serve_flags import serve_parser
@@ -47,7 +50,7 @@ def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[s
     # In-process, no port is opened until start_frontends() asks for it.
     args.allow_http = args.allow_grpc = args.allow_metrics = False
     args.openai_port = None
-    return args
+    return Settings.from_args(args)
 
 
 @contextlib.contextmanager
@@ -75,6 +78,7 @@ class Server:
         self._args = _settings(model_repository, {"model_control_mode": model_control_mode.lower(), **flags})
         self._loop: LoopThread | None = None
         self._core: InferenceServer | None = None
+        self._built: Composition | None = None
         self._extensions: list = []
         self._frontends: list = []
 
@@ -90,9 +94,9 @@ class Server:
 
         async def start() -> InferenceServer:
             with _refusals_as_errors():
-                core, self._extensions = compose(self._args)
-            await core.start()
-            return core
+                self._built, self._extensions = compose(self._args)
+            await self._built.server.start()
+            return self._built.server
 
         try:
             self._core = self._loop.run(start(), timeout)
@@ -156,8 +160,8 @@ class Server:
         `openinfer serve` settings of these frontends (e.g. `http_restricted_api=[...]`)."""
         from ..runner import start_frontends
 
-        core = self._core_or_raise()
-        args = argparse.Namespace(**vars(self._args))
+        self._core_or_raise()
+        args = argparse.Namespace(**self._args.flags)
         for key, value in flags.items():
             if not hasattr(args, key):
                 raise TypeError(f"start_frontends got an unknown setting '{key}'")
@@ -168,13 +172,15 @@ class Server:
         args.metrics_port, args.openai_port = metrics_port or 0, openai_port
         args.http_address = args.grpc_address = args.openai_address = address
         args.metrics_address = address
+        settings = Settings.from_args(args)
+        assert self._built is not None
 
         async def start():
-            with _refusals_as_errors():
-                for extension in self._extensions:  # plug-ins that open a port read their flags now
-                    if hasattr(extension, "start"):
-                        extension.configure(core, args)
-            return await start_frontends(core, args, self._extensions)
+            with _refusals_as_errors():  # plug-ins that open a port read their settings now
+                said = [ext.configure(settings) for ext in self._extensions if hasattr(ext, "start")]
+            kserve = all(c.kserve_frontends for c in said if c is not None)
+            built = dataclasses.replace(self._built, kserve_frontends=kserve)
+            return await start_frontends(built, settings, self._extensions)
 
         self._frontends.append(self._run(start()))
 

@@ -41,7 +41,6 @@ KNOWN = {
     "openinfer/frontends/http/handlers.py:install",
     "openinfer/frontends/openai/app.py:build_app",
     "openinfer/frontends/openai/chat/serving.py:_stream",
-    "openinfer/runner.py:serve",
 }
 
 
