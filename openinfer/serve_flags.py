@@ -12,8 +12,6 @@ from collections.abc import Sequence
 
 from .settings import parse_bool
 
-BOOL_WORDS = "true/false/on/off/1/0"
-
 
 def parse_cuda_pool(value: str) -> tuple[int, int]:
     """`--cuda-memory-pool-byte-size <GPU device ID>:<pool byte size>`, refused in tritonserver's words."""
