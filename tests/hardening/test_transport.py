@@ -106,3 +106,21 @@ def test_client_that_leaves_cancels_its_request(server):
     wait_until(lambda: f"cancelled {request_id}" in models.events(model_dir))
     assert f"done {request_id}" not in models.events(model_dir)
     healthy_http(server.http_url)
+
+
+def test_client_that_leaves_cancels_its_request_behind_a_pipelined_one(server):
+    """The request being answered is not the connection's latest when another is pipelined."""
+    model_dir = server.repository / "slow"
+    first, second = f"piped-{server.path}-1", f"piped-{server.path}-2"
+    raw = b""
+    for request_id in (first, second):
+        body = json.dumps({"id": request_id, "inputs": [{"name": "IN", "datatype": "FP32", "shape": [1], "data": [60]}]}).encode()
+        raw += b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    sock = socket.create_connection(("127.0.0.1", server.http_port))
+    sock.sendall(raw)
+    wait_until(lambda: f"start {first}" in models.events(model_dir))
+    sock.close()
+    wait_until(lambda: f"cancelled {first}" in models.events(model_dir))
+    log = models.events(model_dir)
+    assert f"done {first}" not in log and f"start {second}" not in log, log
+    healthy_http(server.http_url)

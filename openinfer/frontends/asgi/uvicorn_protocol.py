@@ -89,18 +89,26 @@ class FastTransport(Transport):
         cycle.on_response()
 
     def _guard_opened(self, guard: CancelOnDisconnect) -> None:
-        self._guard = guard  # `connection_lost` tells the guard: no watcher task
+        # The connection's writer knows the guarded request, which is not always the
+        # protocol's latest cycle (pipelined requests): `connection_lost` tells it, no watcher.
+        self._guard = guard
+        self._writer.guarded = self
         if self.cycle.disconnected:
             asyncio.get_running_loop().call_soon(guard.client_left)
 
     def _guard_closed(self, guard: CancelOnDisconnect) -> None:
         if self._guard is guard:
             self._guard = None
+        if self._writer.guarded is self:
+            self._writer.guarded = None
 
     def connection_lost(self) -> None:
-        guard = self._guard
-        if guard is not None and not self.cycle.response_complete:
-            guard.client_left()
+        cycle, guard = self.cycle, self._guard
+        if guard is None or cycle.response_complete:
+            return
+        cycle.disconnected = True  # uvicorn marks only the latest cycle so
+        cycle.message_event.set()
+        guard.client_left()
 
     def response_done(self) -> None:
         """The cycle's completion callback."""
@@ -117,12 +125,14 @@ class _WholeResponseWrites:
     (no content-length) and a 100 Continue go out at once as before.
     """
 
-    __slots__ = ("_head", "_on_response", "_transport")
+    __slots__ = ("_head", "_on_response", "_transport", "guarded")
 
     def __init__(self, transport: asyncio.Transport, on_response: Callable[[], None]) -> None:
         self._transport = transport
         self._head: bytes | None = None
         self._on_response = on_response
+        #: the request whose handler waits in a disconnect guard, if any
+        self.guarded: FastTransport | None = None
 
     def write(self, data: bytes) -> None:
         head = self._head
@@ -212,12 +222,12 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
-            cycle = self.cycle
-            super().connection_lost(exc)  # marks the cycle disconnected first
+            cycle, writer = self.cycle, self._writer
+            super().connection_lost(exc)
             if cycle is not None:
-                adapter = cycle.scope.pop(SCOPE_KEY, None)
-                if isinstance(adapter, FastTransport):
-                    adapter.connection_lost()
+                cycle.scope.pop(SCOPE_KEY, None)
+            if writer is not None and writer.guarded is not None:
+                writer.guarded.connection_lost()
 
         def _arm(self) -> None:
             self._due = due = self.loop.time() + timeout
