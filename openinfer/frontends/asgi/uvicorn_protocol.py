@@ -169,7 +169,8 @@ class _WholeResponseWrites:
 
 def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protocol]:
     """An httptools protocol class whose connections obey `timeout` (seconds, > 0) and whose
-    requests carry a `FastTransport`."""
+    requests carry a `FastTransport`. Long because it is the class itself, made per timeout
+    (uvicorn takes a class, not an instance); each of its methods is short."""
 
     class SlowClientGuard(HttpToolsProtocol):
         # The deadline is a time, checked by one timer per connection that re-arms itself only

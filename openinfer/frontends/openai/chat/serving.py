@@ -244,6 +244,9 @@ class ChatServing:
         include_usage: bool,
         continuous: bool,
     ) -> AsyncIterator[dict[str, Any]]:
+        """The chunks of every choice, interleaved as their responses arrive. Long because the
+        per-choice state (tool-call parsers, bytes parsed, token counts, finish reasons) lives
+        in this one generator's locals, which the chunk and usage helpers close over."""
         info = resolved.info
         server = self.ctx.server
         limit = self.ctx.options.max_tool_call_parse_bytes
