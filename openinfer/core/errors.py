@@ -4,14 +4,21 @@
      ├── InternalError             INTERNAL        500  INTERNAL
      ├── NotFoundError             NOT_FOUND       404  NOT_FOUND
      ├── InvalidArgumentError      INVALID_ARG     400  INVALID_ARGUMENT
+     │    └── UnsupportedEncodingError  ENCODING   415  INVALID_ARGUMENT
      ├── UnavailableError          UNAVAILABLE     503  UNAVAILABLE
      ├── UnsupportedError          UNSUPPORTED     501  UNIMPLEMENTED
      ├── UnknownError              UNKNOWN         400  UNKNOWN
      ├── AlreadyExistsError        ALREADY_EXISTS  400  ALREADY_EXISTS
      └── CancelledError            CANCELLED       400  CANCELLED
 
-The HTTP and gRPC columns are Triton's (`HttpCodeFromError`, `GrpcStatusUtil::CodeToStatus`).
+The HTTP and gRPC columns are Triton's (`HttpCodeFromError`, `GrpcStatusUtil::CodeToStatus`);
+415 is what Triton's HTTP server answers a body in an encoding it cannot inflate. The last
+column is the code's number in `TRITONSERVER_Error_Code`, which models raise (`TritonError`).
 gRPC codes are kept as names so the core never imports grpc; each frontend resolves them.
+
+A client's mistake is never answered 5xx: whatever the client could have done differently
+(a malformed body, a wrong type, a value out of range, an unknown name) is INVALID_ARG or
+NOT_FOUND, even where Triton blames itself with a 500.
 """
 
 from __future__ import annotations
@@ -29,23 +36,26 @@ class ErrorCode(enum.Enum):
     UNKNOWN = "UNKNOWN"
     ALREADY_EXISTS = "ALREADY_EXISTS"
     CANCELLED = "CANCELLED"
+    ENCODING = "ENCODING"
 
 
 class Status(NamedTuple):
     http: int
     grpc: str
     openai_type: str
+    triton: int  # TRITONSERVER_Error_Code
 
 
 STATUS_TABLE: dict[ErrorCode, Status] = {
-    ErrorCode.INTERNAL: Status(500, "INTERNAL", "internal_server_error"),
-    ErrorCode.NOT_FOUND: Status(404, "NOT_FOUND", "not_found_error"),
-    ErrorCode.INVALID_ARG: Status(400, "INVALID_ARGUMENT", "invalid_request_error"),
-    ErrorCode.UNAVAILABLE: Status(503, "UNAVAILABLE", "service_unavailable_error"),
-    ErrorCode.UNSUPPORTED: Status(501, "UNIMPLEMENTED", "not_implemented_error"),
-    ErrorCode.UNKNOWN: Status(400, "UNKNOWN", "invalid_request_error"),
-    ErrorCode.ALREADY_EXISTS: Status(400, "ALREADY_EXISTS", "invalid_request_error"),
-    ErrorCode.CANCELLED: Status(400, "CANCELLED", "cancelled_error"),
+    ErrorCode.INTERNAL: Status(500, "INTERNAL", "internal_server_error", 1),
+    ErrorCode.NOT_FOUND: Status(404, "NOT_FOUND", "not_found_error", 2),
+    ErrorCode.INVALID_ARG: Status(400, "INVALID_ARGUMENT", "invalid_request_error", 3),
+    ErrorCode.UNAVAILABLE: Status(503, "UNAVAILABLE", "service_unavailable_error", 4),
+    ErrorCode.UNSUPPORTED: Status(501, "UNIMPLEMENTED", "not_implemented_error", 5),
+    ErrorCode.UNKNOWN: Status(400, "UNKNOWN", "invalid_request_error", 0),
+    ErrorCode.ALREADY_EXISTS: Status(400, "ALREADY_EXISTS", "invalid_request_error", 6),
+    ErrorCode.CANCELLED: Status(400, "CANCELLED", "cancelled_error", 7),
+    ErrorCode.ENCODING: Status(415, "INVALID_ARGUMENT", "invalid_request_error", 3),
 }
 
 
@@ -82,6 +92,12 @@ class InvalidArgumentError(OpenInferError):
     """The request is malformed or does not fit the model."""
 
     code = ErrorCode.INVALID_ARG
+
+
+class UnsupportedEncodingError(InvalidArgumentError):
+    """A request body in a content encoding the server cannot inflate (HTTP 415)."""
+
+    code = ErrorCode.ENCODING
 
 
 class UnavailableError(OpenInferError):
@@ -125,8 +141,20 @@ _BY_CODE: dict[ErrorCode, type[OpenInferError]] = {
         UnknownError,
         AlreadyExistsError,
         CancelledError,
+        UnsupportedEncodingError,
     )
 }
+
+
+#: TRITONSERVER_Error_Code numbers -> codes (the codes Triton has; ENCODING is ours).
+_BY_TRITON: dict[int, ErrorCode] = {
+    status.triton: code for code, status in STATUS_TABLE.items() if code is not ErrorCode.ENCODING
+}
+
+
+def error_from_triton(number: int, message: str) -> OpenInferError:
+    """A model's `TritonError` (code number) as a core error; an unknown number is INTERNAL."""
+    return _BY_CODE[_BY_TRITON.get(number, ErrorCode.INTERNAL)](message)
 
 
 def error_from_code(code: ErrorCode | str, message: str) -> OpenInferError:

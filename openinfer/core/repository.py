@@ -20,7 +20,6 @@ from .._proto import model_config_pb2 as mc
 from . import config as configs
 from . import model_files
 from .errors import (
-    InternalError,
     InvalidArgumentError,
     NotFoundError,
     OpenInferError,
@@ -263,7 +262,7 @@ class ModelRepository:
             if model_dir is None:
                 if not entry.versions:
                     self.entries.pop(name, None)
-                raise InternalError(f"failed to load '{name}', failed to poll from model repository")
+                raise NotFoundError(f"failed to load '{name}', failed to poll from model repository")
             if entry.override_dir is not None:  # back to the repository's files
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None

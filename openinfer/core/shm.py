@@ -27,7 +27,6 @@ import numpy as np
 from . import datatypes
 from .errors import (
     AlreadyExistsError,
-    InternalError,
     InvalidArgumentError,
     NotFoundError,
     UnsupportedError,
@@ -108,12 +107,12 @@ class SharedMemoryManager:
             try:
                 # O_NOFOLLOW as glibc's shm_open: a symlink planted in /dev/shm is refused.
                 fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                raise InternalError(f"Unable to open shared memory region: '{key}'") from None
+            except OSError:  # no such object (or not ours): the client's key, 400 (Triton: 500)
+                raise InvalidArgumentError(f"Unable to open shared memory region: '{key}'") from None
             try:
                 info = os.fstat(fd)
                 if not stat.S_ISREG(info.st_mode):
-                    raise InternalError(f"Invalid shared memory region: '{key}'")
+                    raise InvalidArgumentError(f"Invalid shared memory region: '{key}'")
                 if offset < 0 or byte_size < 0 or offset + byte_size > info.st_size:
                     raise InvalidArgumentError(
                         f"failed to register shared memory region '{name}': invalid args"
@@ -280,12 +279,13 @@ class SharedMemoryManager:
     def write_output(
         self, requested: RequestedOutput, tensor: Tensor, holds: dict[str, Any] | None = None
     ) -> None:
-        """Write an output's wire bytes into its region; too small a region is Triton's INTERNAL."""
+        """Write an output's wire bytes into its region. Too small a region is the client's
+        mistake (400), where Triton answers INTERNAL."""
         assert requested.shm_region is not None and tensor.data is not None
         data = datatypes.to_wire_bytes(tensor.data, tensor.datatype)
         size = len(data) if isinstance(data, bytes) else data.nbytes
         if size > requested.shm_byte_size:
-            raise InternalError(
+            raise InvalidArgumentError(
                 f"shared memory size specified with the request for output '{tensor.name}' "
                 f"({requested.shm_byte_size} bytes) should be at least {size} bytes to hold the results"
             )

@@ -194,8 +194,17 @@ def parse_update(values: dict[str, list[str] | None]) -> tuple[dict[str, int], s
                 elif name in _LEVEL_NAMES:
                     level |= _LEVEL_NAMES[name]
                     given = True
+                else:  # Triton ignores it and answers 200: a typo would silently change nothing
+                    raise InvalidArgumentError(
+                        f"unknown trace level '{name}', expected 'OFF', 'TIMESTAMPS' or 'TENSORS'"
+                    )
             if given:
                 new["level"] = level
+    for mode in values.get("trace_mode") or ():
+        if mode != "triton":  # read-only: the one mode this server traces in
+            raise InvalidArgumentError(
+                f"unsupported trace mode '{mode}', the trace mode is 'triton' and cannot be changed"
+            )
     return new, clear
 
 

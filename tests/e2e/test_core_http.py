@@ -191,7 +191,7 @@ def test_errors_have_triton_status_and_message(example_server, client):
     assert "data-type is 'INT32', but model 'add_sub' expects 'FP32'" in err.value.message()
 
     status, body = _post(example_server, "/v2/models/add_sub/infer", b"{not json")
-    assert status == 500 and b"failed to parse the request JSON buffer" in body
+    assert status == 400 and b"failed to parse the request JSON buffer" in body
     status, body = _post(example_server, "/v2/models/add_sub/infer", b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [4], "data": [1, 2]}]}')
     assert status == 400 and b"Shape does not match" in body
     status, body = _post(example_server, "/v2/models/add_sub/infer", b'{"inputs": [{"name": "INPUT0", "datatype": "FP99", "shape": [1], "data": [1]}]}')

@@ -508,8 +508,13 @@ def test_http_compression(server):
     status, reply_headers, reply = _post(
         server, "/v2/models/add_sub/infer", b"{}", {"Content-Encoding": "br"}
     )
-    assert (status, json.loads(reply)) == (501, {"error": "Unsupported compression type"})
+    assert (status, json.loads(reply)) == (415, {"error": "Unsupported compression type"})
     assert reply_headers.get("accept-encoding") == "gzip, deflate"
+    for encoding in ("x-evil", "gzip, gzip"):
+        status, reply_headers, reply = _post(
+            server, "/v2/models/add_sub/infer", gzip.compress(b"{}"), {"Content-Encoding": encoding}
+        )
+        assert (status, reply_headers.get("accept-encoding")) == (415, "gzip, deflate"), reply
     status, reply_headers, _ = _post(
         server, "/v2/repository/index", b"", {"Accept-Encoding": "gzip"}
     )

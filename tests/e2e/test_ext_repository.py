@@ -133,9 +133,15 @@ def test_load_and_unload(http, grpc_client):
     grpc_client.load_model("beta")
     assert grpc_client.is_model_ready("beta")
 
+    # A model the repository does not have is the client's mistake: 404 (Triton answers 500).
     err = _error(lambda: http.load_model("zzz"))
     assert (err.status(), err.message()) == (
-        "500",
+        "404",
+        "failed to load 'zzz', failed to poll from model repository",
+    )
+    err = _error(lambda: grpc_client.load_model("zzz"))
+    assert (err.status(), err.message()) == (
+        "StatusCode.NOT_FOUND",
         "failed to load 'zzz', failed to poll from model repository",
     )
     err = _error(lambda: grpc_client.load_model("broken"))

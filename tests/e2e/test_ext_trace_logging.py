@@ -212,6 +212,14 @@ def test_trace_setting_errors(http, grpc_client):
     assert err.message() == "Unable to parse 'trace_rate', got: often"
     err = _error(lambda: http.update_trace_settings(settings={"trace_count": "-5"}))
     assert "Expecting value >= -1" in err.message()
+    # Unknown levels and modes are refused over both protocols (Triton ignores them).
+    for client, code in ((http, "400"), (grpc_client, "StatusCode.INVALID_ARGUMENT")):
+        err = _error(lambda client=client: client.update_trace_settings(settings={"trace_level": ["EVIL"]}))
+        assert (err.status(), err.message()) == (
+            code, "unknown trace level 'EVIL', expected 'OFF', 'TIMESTAMPS' or 'TENSORS'"
+        )
+        err = _error(lambda client=client: client.update_trace_settings(settings={"trace_mode": "evil"}))
+        assert err.status() == code and "unsupported trace mode 'evil'" in err.message()
     err = _error(lambda: grpc_client.update_trace_settings(settings={"trace_rate": ["1", "2"]}))
     assert (err.status(), err.message()) == (
         "StatusCode.INVALID_ARGUMENT",
@@ -289,15 +297,16 @@ def test_log_setting_errors(server, http, grpc_client):
     )
     err = _error(lambda: grpc_client.update_log_settings({"log_file": "/tmp/x.log"}))
     assert err.status() == "StatusCode.UNIMPLEMENTED"
+    # An unknown format is the client's mistake, 400 over both (Triton's HTTP answers 503).
     err = _error(lambda: http.update_log_settings({"log_format": "fancy"}))
-    assert (err.status(), err.message()) == ("503", "invalid argument for --log_format, got: fancy")
+    assert (err.status(), err.message()) == ("400", "invalid argument for log_format, got: fancy")
     err = _error(lambda: grpc_client.update_log_settings({"log_format": "fancy"}))
     assert (err.status(), err.message()) == (
         "StatusCode.INVALID_ARGUMENT",
         "invalid argument for log_format, got: fancy",
     )
     err = _error(lambda: http.update_log_settings({"log_info": "yes"}))
-    assert err.status() == "500" and "non-boolean" in err.message()
+    assert err.status() == "400" and "non-boolean" in err.message()
     with grpc.insecure_channel(server.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
         request = service_pb2.LogSettingsRequest()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from openinfer.core import datatypes
-from openinfer.core.errors import InternalError, InvalidArgumentError
+from openinfer.core.errors import InvalidArgumentError
 from openinfer.core.types import InferResponse, RequestedOutput, Tensor
 from openinfer.frontends.http import bulk_json
 from openinfer.frontends.http.codec import decode_request, encode_response
@@ -80,7 +80,7 @@ BAD_DOCS = [
         ({"inputs": [{"name": "A", "datatype": "BOOL", "shape": [1], "data": [1]}]}, InvalidArgumentError, "non-boolean"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, InvalidArgumentError, "non-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP16", "shape": [1], "data": [1]}]}, InvalidArgumentError, "FP16 data via JSON"),
-        ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InternalError, "non-unsigned-integer"),
+        ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InvalidArgumentError, "non-unsigned-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [2]}]}, InvalidArgumentError, "no field is set"),
         ({"inputs": [], "parameters": {"triton_x": 1}}, InvalidArgumentError, "reserved for Triton"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [None]}]}, InvalidArgumentError, "Shape"),
@@ -139,12 +139,22 @@ def test_large_bodies_decode_as_small_ones_do(monkeypatch, datatype, values):
         assert np.array_equal(got.data, want.data)
 
 
-def test_large_body_with_nan_tokens_still_parses():
-    values = ["NaN", "Infinity", "-Infinity", "1.5"] * 5000
-    body = ('{"inputs":[{"name":"A","datatype":"FP32","shape":[20000],"data":[%s]}]}' % ",".join(values)).encode()
-    request, _ = decode_request(body, None, "m", "")
-    head = request.inputs[0].data[:4]
-    assert np.isnan(head[0]) and head[1] == np.inf and head[2] == -np.inf and head[3] == 1.5
+@pytest.mark.parametrize("count", [1, 5000])  # a small body, and a large one (bulk parser)
+def test_nan_and_infinity_tokens_are_refused(count):
+    values = ["NaN", "Infinity", "-Infinity", "1.5"] * count
+    body = ('{"inputs":[{"name":"A","datatype":"FP32","shape":[%d],"data":[%s]}]}' % (4 * count, ",".join(values))).encode()
+    with pytest.raises(InvalidArgumentError, match="'NaN' is not a JSON number"):
+        decode_request(body, None, "m", "")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"id": "\\ud800", "inputs": []}', b'{"inputs": [], "id": "\xff"}', b"null", b"[]", b"3", b"",
+     b"[" * 100_000 + b"]" * 100_000, b'{"inputs": [{"name": "A", "datatype": "FP32", "shape": [1], "data": [1e999]}]}'],
+)
+def test_bodies_that_are_not_strict_json_objects_are_the_clients_mistake(body):
+    with pytest.raises(InvalidArgumentError):
+        decode_request(body, None, "m", "")
 
 
 def test_binary_sizes_must_add_up():

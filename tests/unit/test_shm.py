@@ -12,7 +12,6 @@ import pytest
 from openinfer.core import datatypes
 from openinfer.core.errors import (
     AlreadyExistsError,
-    InternalError,
     InvalidArgumentError,
     NotFoundError,
     UnsupportedError,
@@ -84,7 +83,7 @@ def test_registration_errors(key):
     with pytest.raises(InvalidArgumentError, match="'r': invalid args"):
         manager.register_system("r", key, 32, 64)
     with pytest.raises(
-        InternalError, match="Unable to open shared memory region: '/oi_unit_missing'"
+        InvalidArgumentError, match="Unable to open shared memory region: '/oi_unit_missing'"
     ):
         manager.register_system("r", "/oi_unit_missing", 0, 1)
     with pytest.raises(InvalidArgumentError, match="reserved prefix 'openinfer-ipc-'"):
@@ -124,7 +123,7 @@ def test_output_too_small_and_unknown_region(key):
     manager.register_system("out", key, 0, 64)
     requested = RequestedOutput("Y", shm_region="out", shm_byte_size=8)
     with pytest.raises(
-        InternalError, match=r"\(8 bytes\) should be at least 16 bytes to hold the results"
+        InvalidArgumentError, match=r"\(8 bytes\) should be at least 16 bytes to hold the results"
     ):
         manager.write_output(requested, Tensor("Y", "FP32", (4,), np.zeros(4, np.float32)))
     request = InferRequest("m", outputs=[RequestedOutput("Y", shm_region="nope", shm_byte_size=4)])

@@ -62,15 +62,16 @@ def test_defaults_and_cli(tmp_path):
 
 def test_parse_update_rules():
     new, clear = trace.parse_update(
-        {"trace_level": ["TIMESTAMPS", "NOISE"], "trace_rate": ["12abc"], "trace_count": None}
+        {"trace_level": ["TIMESTAMPS"], "trace_rate": ["12abc"], "trace_count": None, "trace_mode": ["triton"]}
     )
     assert new == {"level": trace.TIMESTAMPS, "rate": 12} and clear == {
         "count"
     }  # stoi keeps the leading digits
-    assert trace.parse_update({"trace_level": ["NOISE"]}) == (
-        {},
-        set(),
-    )  # unknown levels are ignored
+    # Unknown levels and modes are refused (Triton ignores them and answers 200).
+    with pytest.raises(InvalidArgumentError, match="unknown trace level 'NOISE'"):
+        trace.parse_update({"trace_level": ["TIMESTAMPS", "NOISE"]})
+    with pytest.raises(InvalidArgumentError, match="unsupported trace mode 'opentelemetry'"):
+        trace.parse_update({"trace_mode": ["opentelemetry"]})
     with pytest.raises(UnsupportedError, match="trace file location can not be updated"):
         trace.parse_update({"trace_file": None})
     with pytest.raises(

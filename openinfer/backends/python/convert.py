@@ -1,4 +1,4 @@
-"""Core objects <-> wire records, and the one table between TritonError codes and core codes.
+"""Core objects <-> wire records; TritonError codes come from the core's one status table.
 
 Server side only: the worker never sees core types, and the in-process path uses these same
 functions, so a request or response means the same on both paths.
@@ -9,34 +9,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core.errors import ErrorCode, OpenInferError, error_from_code
+from ...core.errors import STATUS_TABLE, ErrorCode, OpenInferError, error_from_code, error_from_triton
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
 
-#: TritonError codes (TRITONSERVER_Error_Code numbers) in order.
-CODES = [
-    ErrorCode.UNKNOWN,
-    ErrorCode.INTERNAL,
-    ErrorCode.NOT_FOUND,
-    ErrorCode.INVALID_ARG,
-    ErrorCode.UNAVAILABLE,
-    ErrorCode.UNSUPPORTED,
-    ErrorCode.ALREADY_EXISTS,
-    ErrorCode.CANCELLED,
-]
-_NUMBERS = {code: number for number, code in enumerate(CODES)}
-_INTERNAL = _NUMBERS[ErrorCode.INTERNAL]
-
-
 def error_of(code: int, message: str) -> OpenInferError:
     """A model's TritonError as a core error (a code outside Triton's table counts as INTERNAL)."""
-    return error_from_code(CODES[code] if 0 <= code < len(CODES) else ErrorCode.INTERNAL, message)
+    return error_from_triton(code, message)
 
 
 def triton_error(error: BaseException) -> tuple[int, str]:
+    """A core error as a TritonError's code number and message (the core's table has both)."""
     if isinstance(error, OpenInferError):
-        return _NUMBERS[error.code], error.message
-    return _INTERNAL, str(error)
+        return error.status.triton, error.message
+    return STATUS_TABLE[ErrorCode.INTERNAL].triton, str(error)
 
 
 def wire_request(request: InferRequest, key: int) -> WireRequest:

@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 
 from ...core import datatypes
-from ...core.errors import InternalError, InvalidArgumentError
+from ...core.errors import InvalidArgumentError
 from ...core.parameters import apply_reserved
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from . import bulk_json
@@ -22,21 +22,50 @@ _ONE_OF = ("data", "binary_data_size", "shared_memory_region")
 
 
 def loads(body: bytes | memoryview) -> Any:
-    """Parse JSON; NaN and Infinity tokens are accepted as Triton accepts them."""
+    """Parse strict JSON: a body that is not JSON is the client's mistake (400).
+
+    Unlike Triton, the literals NaN and Infinity are refused: they are not JSON, and a value
+    that came in that way would go back out as a bare token that strict clients cannot read.
+    Lone surrogates and invalid UTF-8 are refused for the same reason.
+    """
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        try:
-            return json.loads(bytes(body))
-        except (ValueError, RecursionError):
-            raise InternalError(f"failed to parse the request JSON buffer: {exc}") from None
+        raise InvalidArgumentError(f"failed to parse the request JSON buffer: {_reason(body, exc)}") from None
+
+
+def loads_object(body: bytes | memoryview) -> dict[str, Any]:
+    """A body that must be a JSON object (every v2 request body is one)."""
+    doc = loads(body)
+    if not isinstance(doc, dict):
+        raise InvalidArgumentError("failed to parse the request JSON buffer: expected a JSON object")
+    return doc
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(token: str) -> Any:
+    raise _NonFinite(token)
+
+
+def _reason(body: bytes | memoryview, exc: Exception) -> str:
+    """orjson's reason, or a plainer one for NaN/Infinity (only on the error path)."""
+    try:
+        json.loads(bytes(body), parse_constant=_refuse_constant)
+    except _NonFinite as token:
+        return f"'{token}' is not a JSON number (NaN and Infinity are not accepted in request JSON)"
+    except (ValueError, RecursionError):
+        pass
+    return str(exc)
 
 
 def _parameters(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InternalError(f"Unable to parse 'parameters' of {where}: expected a JSON object")
+        raise InvalidArgumentError(f"Unable to parse 'parameters' of {where}: expected a JSON object")
     for key, item in value.items():
         if not isinstance(item, (str, int, float, bool)):
             raise InvalidArgumentError(
@@ -52,7 +81,7 @@ def _shape(value: Any, name: str) -> tuple[int, ...]:
                 break
         else:
             return tuple(value)
-    raise InternalError(
+    raise InvalidArgumentError(
         "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
     )
 
@@ -142,12 +171,12 @@ def decode_request(
     if doc is None:
         doc = loads(json_part)
     if not isinstance(doc, dict):
-        raise InternalError("failed to parse the request JSON buffer: expected a JSON object")
+        raise InvalidArgumentError("failed to parse the request JSON buffer: expected a JSON object")
     request = InferRequest(model_name=model_name, model_version=model_version)
     rid = doc.get("id")
     if rid is not None:
         if not isinstance(rid, str):
-            raise InternalError("Unable to parse 'id': attempt to access JSON non-string as string")
+            raise InvalidArgumentError("Unable to parse 'id': attempt to access JSON non-string as string")
         request.id = rid
     binary_default = False
     if "parameters" in doc:
@@ -160,17 +189,17 @@ def decode_request(
 
     inputs = doc.get("inputs")
     if not isinstance(inputs, list):
-        raise InternalError("Unable to parse 'inputs': expected a JSON array")
+        raise InvalidArgumentError("Unable to parse 'inputs': expected a JSON array")
     offset = header_length or 0
     for item in inputs:
         if not isinstance(item, dict):
-            raise InternalError("Unable to parse 'inputs': expected JSON objects")
+            raise InvalidArgumentError("Unable to parse 'inputs': expected JSON objects")
         name = item.get("name")
         datatype = item.get("datatype")
         if not isinstance(name, str):
-            raise InternalError("Unable to parse 'name': attempt to access JSON non-string as string")
+            raise InvalidArgumentError("Unable to parse 'name': attempt to access JSON non-string as string")
         if not isinstance(datatype, str):
-            raise InternalError("Unable to parse 'datatype': attempt to access JSON non-string as string")
+            raise InvalidArgumentError("Unable to parse 'datatype': attempt to access JSON non-string as string")
         datatypes.lookup(datatype)
         shape = _shape(item.get("shape"), name)
         tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
@@ -213,14 +242,14 @@ def decode_request(
     outputs = doc.get("outputs")
     if outputs is not None:
         if not isinstance(outputs, list):
-            raise InternalError("Unable to parse 'outputs': expected a JSON array")
+            raise InvalidArgumentError("Unable to parse 'outputs': expected a JSON array")
         request.outputs = [_requested_output(o) for o in outputs]
     return request, binary_default
 
 
 def _requested_output(item: Any) -> RequestedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-        raise InternalError("Unable to parse 'outputs': each output needs a string 'name'")
+        raise InvalidArgumentError("Unable to parse 'outputs': each output needs a string 'name'")
     name = item["name"]
     params = _parameters(item.get("parameters"), f"output '{name}'")
     output = RequestedOutput(name, dict(params))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import zlib
 
-from ...core.errors import InvalidArgumentError, UnsupportedError
+from ...core import errors
+from ...core.errors import InvalidArgumentError
 
 
-class UnsupportedEncodingError(UnsupportedError):
-    """A request body in an encoding we cannot inflate; the answer lists the ones we can."""
+class UnsupportedEncodingError(errors.UnsupportedEncodingError):
+    """A request body in an encoding we cannot inflate (415); the answer lists the ones we can."""
 
     accept_encoding = b"gzip, deflate"
 

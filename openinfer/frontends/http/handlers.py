@@ -7,12 +7,12 @@ from urllib.parse import unquote
 
 from ...core import config as configs
 from ...core import datatypes
-from ...core.errors import InternalError, InvalidArgumentError, UnsupportedError
+from ...core.errors import InvalidArgumentError, UnsupportedError
 from ...core.parameters import RESERVED
 from ...core.types import InferRequest, Tensor
 from . import extensions
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
-from .codec import decode_request, encode_response, loads
+from .codec import decode_request, encode_response, loads_object
 from .compression import choose_encoding, compress, decompress
 
 # `latest` is what Flink's triton provider puts in the URL: the newest READY version.
@@ -134,8 +134,7 @@ def install(app: HttpApp) -> None:
         _no_repository_name(req)
         ready = False
         if req.body.strip():
-            doc = loads(req.body)
-            value = doc.get("ready", False) if isinstance(doc, dict) else False
+            value = loads_object(req.body).get("ready", False)
             if not isinstance(value, bool):
                 raise InvalidArgumentError("Invalid value for 'ready': expected a boolean")
             ready = value
@@ -145,40 +144,30 @@ def install(app: HttpApp) -> None:
         _no_repository_name(req)
         name = unquote(req.match.group(2))  # type: ignore[union-attr]
         config, files = None, {}
-        if req.body.strip():
-            doc = loads(req.body)
-            params = doc.get("parameters", {}) if isinstance(doc, dict) else {}
-            if not isinstance(params, dict):
-                raise InternalError("Unable to parse 'parameters': expected a JSON object")
-            for key, value in params.items():
-                if not isinstance(value, str):
-                    raise InternalError(f"Unable to parse '{key}': attempt to access JSON non-string as string")
-                if key == "config":
-                    config = value
-                elif key.startswith("file:"):
-                    try:
-                        files[key] = base64.b64decode(value, validate=True)
-                    except ValueError:
-                        raise InvalidArgumentError(f"'{key}' must be base64-encoded file content") from None
-                else:
-                    raise InternalError("unexpected error on creating Triton parameter")
+        for key, value in _body_parameters(req.body).items():
+            if not isinstance(value, str):
+                raise InvalidArgumentError(f"Unable to parse '{key}': attempt to access JSON non-string as string")
+            if key == "config":
+                config = value
+            elif key.startswith("file:"):
+                try:
+                    files[key] = base64.b64decode(value, validate=True)
+                except ValueError:
+                    raise InvalidArgumentError(f"'{key}' must be base64-encoded file content") from None
+            else:
+                raise InvalidArgumentError("unexpected error on creating Triton parameter")
         await server.load_model(name, config, files or None)
         return HttpResponse(200, b"")
 
     async def repository_unload(req: HttpRequest) -> HttpResponse:
         _no_repository_name(req)
         name = unquote(req.match.group(2))  # type: ignore[union-attr]
-        dependents = False
-        if req.body.strip():
-            doc = loads(req.body)
-            params = doc.get("parameters", {}) if isinstance(doc, dict) else {}
-            value = params.get("unload_dependents", False) if isinstance(params, dict) else False
-            if not isinstance(value, bool):
-                raise InternalError(
-                    "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean"
-                )
-            dependents = value
-        await server.unload_model(name, dependents)
+        value = _body_parameters(req.body).get("unload_dependents", False)
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(
+                "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean"
+            )
+        await server.unload_model(name, value)
         return HttpResponse(200, b"")
 
     # Infer first: routes are tried in order, and it is the one that carries the load.
@@ -200,6 +189,16 @@ def install(app: HttpApp) -> None:
 def _no_repository_name(req: HttpRequest) -> None:
     if req.match is not None and req.match.group(1):
         raise UnsupportedError("'repository_name' specification is not supported")
+
+
+def _body_parameters(body: bytes) -> dict:
+    """The `parameters` object of a repository request body (an empty body has none)."""
+    if not body.strip():
+        return {}
+    params = loads_object(body).get("parameters", {})
+    if not isinstance(params, dict):
+        raise InvalidArgumentError("Unable to parse 'parameters': expected a JSON object")
+    return dict(params)
 
 
 def _forward_headers(app: HttpApp, req: HttpRequest, request: InferRequest) -> None:
