@@ -27,6 +27,7 @@ from .errors import (
 )
 from .model import LoadedModel
 from .version_loader import VersionLoader
+from .versions import parse_version
 
 log = logging.getLogger("openinfer.repository")
 
@@ -117,7 +118,8 @@ class ModelRepository:
         entry = self.entries.get(name)
         if entry is None or not entry.versions:
             raise NotFoundError(f"Request for unknown model: '{name}' is not found")
-        if not version:  # the newest READY version (a loop: this runs for every request)
+        number = parse_version(version)
+        if number is None:  # the newest READY version (a loop: this runs for every request)
             newest = None
             for record in entry.versions.values():
                 if record.state is State.READY and (newest is None or record.version > newest.version):
@@ -125,12 +127,6 @@ class ModelRepository:
             if newest is None or newest.model is None:
                 raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
             return newest.model
-        try:
-            number = int(version)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"failed to get model version from specified version string '{version}'"
-            ) from None
         record = entry.versions.get(number)
         if record is None:
             raise NotFoundError(f"Request for unknown model: '{name}' version {number} is not found")

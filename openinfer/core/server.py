@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,11 @@ from .cache import ResponseCache, cached_response, remember
 from .custom_metrics import CustomMetrics
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
 from .inflight import InFlight
+from .loading import check_repository_name, load_overrides, unload_dependents
 from .logsettings import LogSettings
 from .model import LoadedModel
 from .outputs import finish_outputs
+from .protocols import Protocol, decoupled_refusal
 from .repository import ControlMode, ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
 from .scheduling import InstancePool, make_scheduler
@@ -33,6 +35,7 @@ from .stats import ModelStats
 from .trace import TraceManager
 from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
 from .version_loader import VersionLoader
+from .versions import parse_version
 
 log = logging.getLogger("openinfer.server")
 
@@ -167,34 +170,44 @@ class InferenceServer:
 
     def model_metadata(self, name: str, version: str = "") -> ModelMetadata:
         model = self.repository.get(name, version)
-        versions = [version] if version else [str(v) for v in self.repository.ready_versions(name)]
+        if parse_version(version) is not None:
+            versions = [model.version_str]
+        else:
+            versions = [str(v) for v in self.repository.ready_versions(name)]
         return model.metadata(versions)
 
     def model_config(self, name: str, version: str = "") -> mc.ModelConfig:
         return self.repository.get(name, version).config
 
     # ----------------------------------------------------------------- inference
-    def _admit(self, request: InferRequest) -> LoadedModel:
+    def _admit(
+        self, request: InferRequest, protocol: Protocol | None = None, stream: bool = False
+    ) -> LoadedModel:
+        """The model that serves a request, once every rule has passed: a decoupled model is
+        refused a one-response call (in the words of the `protocol` it came through), the inputs
+        fit the model, inputs named in shared memory are read, and every region the request
+        uses is held until it ends."""
         if self.exiting:
             raise UnavailableError("Server not ready")
         model = self.repository.get(request.model_name, request.model_version)
+        if model.decoupled and not stream:
+            raise UnsupportedError(decoupled_refusal(protocol, model.name))
         model.validate(request)
         if self.shm is not None:
-            self.shm.pin(request)  # output regions checked now; regions held until the request ends
+            self.shm.pin(request)
+        else:
+            _refuse_shared_memory(request)
         return model
 
     def _enter(self, model: LoadedModel) -> None:
         self.inflight.count += 1
         model.inflight.count += 1
 
-    async def infer(self, request: InferRequest, *, decoupled_error: str | None = None) -> InferResponse:
-        """One request, one response. `decoupled_error` is the frontend's refusal for decoupled models."""
+    async def infer(self, request: InferRequest, *, protocol: Protocol | None = None) -> InferResponse:
+        """One request, one response. `protocol`: the frontend it came through (None in process),
+        which Triton's refusal of a decoupled model names."""
         request.arrival_ns = time.perf_counter_ns()
-        model = self._admit(request)
-        if model.decoupled:
-            raise UnsupportedError(
-                decoupled_error or f"model '{model.name}' is decoupled and must be called with streaming"
-            )
+        model = self._admit(request, protocol)
         cache = self.cache if self.cache is not None and model.config.response_cache.enable else None
         trace = self.trace.sample(request, model) if self.trace.enabled else None
         self._enter(model)
@@ -228,7 +241,7 @@ class InferenceServer:
     async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
         """Any number of responses (decoupled models); one for ordinary models."""
         request.arrival_ns = time.perf_counter_ns()
-        model = self._admit(request)
+        model = self._admit(request, stream=True)
         trace = self.trace.sample(request, model) if self.trace.enabled else None
         self._enter(model)
         ok = False
@@ -298,7 +311,8 @@ class InferenceServer:
         return functools.partial(self.shm.write_output, holds=holds)
 
     # ---------------------------------------------------------------- repository
-    def repository_index(self, ready_only: bool = False) -> list[dict[str, str]]:
+    def repository_index(self, ready_only: bool = False, repository_name: str = "") -> list[dict[str, str]]:
+        check_repository_name(repository_name)
         return self.repository.index(ready_only)
 
     def check_explicit(self) -> None:
@@ -311,9 +325,24 @@ class InferenceServer:
         self.check_explicit()
         await self.repository.load(name, config, files)
 
+    async def load_request(
+        self, name: str, parameters: Mapping[str, object], repository_name: str = ""
+    ) -> None:
+        """A client's load request: its parameters are checked here, for every frontend."""
+        check_repository_name(repository_name)
+        overrides = load_overrides(parameters)
+        await self.load_model(name, overrides.config, overrides.files or None)
+
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         self.check_explicit()
         await self.repository.unload(name, unload_dependents)
+
+    async def unload_request(
+        self, name: str, parameters: Mapping[str, object], repository_name: str = ""
+    ) -> None:
+        """A client's unload request (`unload_dependents` checked here, for every frontend)."""
+        check_repository_name(repository_name)
+        await self.unload_model(name, unload_dependents(parameters))
 
     # ---------------------------------------------------------------- statistics
     def statistics(self, name: str = "", version: str = "") -> list[dict]:
@@ -331,6 +360,14 @@ class InferenceServer:
         if not ready:
             raise InvalidArgumentError(f"requested model '{name}' is not available")
         return [self.repository.get(name, str(v)).stats.as_dict() for v in ready]
+
+
+def _refuse_shared_memory(request: InferRequest) -> None:
+    """Without a shared-memory service, no tensor can live in a region."""
+    if any(t.data is None for t in request.inputs) or any(
+        o.shm_region is not None for o in request.outputs or ()
+    ):
+        raise InvalidArgumentError("shared memory is not available")
 
 
 def _ask_to_stop(request: InferRequest, sender: StreamSender) -> None:

@@ -39,6 +39,7 @@ from .shm_regions import (
     SystemRegionStatus,
     shm_key_path,
 )
+from .requested import shm_placement
 from .types import InferRequest, RequestedOutput, Tensor
 
 #: key prefixes clients may not register: Triton's python-backend regions and our own IPC files.
@@ -236,24 +237,30 @@ class SharedMemoryManager:
 
         A view outliving its region is safe: the mapping is only closed once no view exports it.
         """
-        region_name, offset, byte_size = _shm_params(params, name)
+        region_name, offset, byte_size = shm_placement(params, name)
         region = self._lookup(region_name, offset, byte_size)
         return datatypes.from_wire_bytes(
             region.read(offset, byte_size), datatype, shape, name=name, model=model
         )
 
     def pin(self, request: InferRequest) -> None:
-        """Hold the regions a request uses until `release` (output regions are checked here)."""
+        """Read the inputs that name a region and hold every region the request uses until
+        `release` (output regions are checked here, so a bad one fails before the model runs)."""
         holds: list[_Hold] = []
         outputs: dict[str, _Hold] = {}
         try:
-            if self._regions:  # (with none registered, no input can have named one)
-                for tensor in request.inputs:
-                    region_name = tensor.parameters.get("shared_memory_region")
-                    if isinstance(region_name, str):
-                        region = self._regions.get(region_name)
-                        if region is not None:
-                            holds.append(_Hold(self, region))
+            for tensor in request.inputs:
+                if tensor.data is None:  # the codec left it to us: it lives in a region
+                    name, offset, byte_size = shm_placement(tensor.parameters, tensor.name)
+                    hold = _Hold(self, self._lookup(name, offset, byte_size))
+                    holds.append(hold)
+                    tensor.data = datatypes.from_wire_bytes(
+                        hold.region.read(offset, byte_size),
+                        tensor.datatype,
+                        tensor.shape,
+                        name=tensor.name,
+                        model=request.model_name,
+                    )
             for output in request.outputs or ():
                 if output.shm_region is not None:
                     region = self._lookup(
@@ -303,29 +310,3 @@ class SharedMemoryManager:
         with self._lock:
             for region in list(self._regions.values()):
                 self._drop(region)
-
-
-def _uint(params: dict[str, Any], key: str, default: int | None, tensor: str) -> int:
-    value = params.get(key, default)
-    if value is None:
-        raise InvalidArgumentError(
-            f"'{key}' must be specified along with 'shared_memory_region' parameter for tensor '{tensor}'"
-        )
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidArgumentError(
-            f"Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer"
-        )
-    return value
-
-
-def _shm_params(params: dict[str, Any], tensor: str) -> tuple[str, int, int]:
-    region = params.get("shared_memory_region")
-    if not isinstance(region, str):
-        raise InvalidArgumentError(
-            f"Unable to parse 'shared_memory_region' of tensor '{tensor}': expected a string"
-        )
-    return (
-        region,
-        _uint(params, "shared_memory_offset", 0, tensor),
-        _uint(params, "shared_memory_byte_size", None, tensor),
-    )

@@ -80,7 +80,7 @@ BAD_DOCS = [
         ({"inputs": [{"name": "A", "datatype": "BOOL", "shape": [1], "data": [1]}]}, InvalidArgumentError, "non-boolean"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1], "data": [1.5]}]}, InvalidArgumentError, "non-integer"),
         ({"inputs": [{"name": "A", "datatype": "FP16", "shape": [1], "data": [1]}]}, InvalidArgumentError, "FP16 data via JSON"),
-        ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InvalidArgumentError, "non-unsigned-integer"),
+        ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InvalidArgumentError, "negative dimension"),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [2]}]}, InvalidArgumentError, "no field is set"),
         ({"inputs": [], "parameters": {"triton_x": 1}}, InvalidArgumentError, "reserved for Triton"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [None]}]}, InvalidArgumentError, "Shape"),

@@ -100,10 +100,12 @@ def test_held_region_is_unregistered_when_released(key):
     manager.register_system("in", key, 0, 32)
     manager.register_system("out", key, 32, 32)
     request = InferRequest(
-        "m", inputs=[Tensor("X", "FP32", (4,), None, {"shared_memory_region": "in"})]
+        "m",
+        inputs=[Tensor("X", "FP32", (4,), None, {"shared_memory_region": "in", "shared_memory_byte_size": 16})],
     )
     request.outputs = [RequestedOutput("Y", shm_region="out", shm_byte_size=16, shm_offset=0)]
     manager.pin(request)
+    assert request.inputs[0].data.tolist() == [0, 1, 2, 3]  # admission reads inputs in regions
     manager.unregister_system()
     assert sorted(s.name for s in manager.system_status()) == ["in", "out"]  # still in use
     manager.write_output(

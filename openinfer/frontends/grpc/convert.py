@@ -9,7 +9,9 @@ import numpy as np
 from ..._proto import grpc_service_pb2 as pb
 from ...core import datatypes
 from ...core.errors import InvalidArgumentError
+from ...core.inputs import check_consumed, negative_dimension
 from ...core.parameters import apply_reserved
+from ...core.requested import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 
 _CONTENTS_FIELD = {
@@ -86,22 +88,10 @@ def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[
     return array.reshape(shape)
 
 
-def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool = False) -> InferRequest:
+def to_request(message: pb.ModelInferRequest, *, stream: bool = False) -> InferRequest:
+    """A core request; an input in shared memory is left without data for the core to read."""
     model = message.model_name
-    version = message.model_version
-    if version:
-        try:
-            number = int(version)
-        except ValueError:
-            raise InvalidArgumentError(
-                f"failed to get model version from specified version string '{version}' "
-                f"(details: stol), version should be an integral value > 0"
-            ) from None
-        if number < 0:
-            raise InvalidArgumentError(
-                f"invalid model version specified '{version}' , version should be an integral value > 0"
-            )
-    request = InferRequest(model, version, message.id)
+    request = InferRequest(model, message.model_version, message.id)
     if message.parameters:
         request.parameters = _request_parameters(message.parameters)
         apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
@@ -122,7 +112,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
         name, datatype = tensor.name, tensor.datatype
         shape = tuple(tensor.shape[:])
         if shape and min(shape) < 0:
-            raise InvalidArgumentError(f"unexpected negative dimension in shape of input '{name}'")
+            raise negative_dimension(name)
         tparams = {k: param_value(v) for k, v in tensor.parameters.items()} if tensor.parameters else {}
         if "shared_memory_region" in tparams:
             datatypes.lookup(datatype)
@@ -131,14 +121,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
                     f"unexpected 'content' provided when using shared memory for input tensor '{tensor.name}' "
                     f"for model '{model}'"
                 )
-            if "shared_memory_byte_size" not in tparams:
-                raise InvalidArgumentError(
-                    f"'shared_memory_byte_size' must be specified along with 'shared_memory_region' "
-                    f"parameter for tensor '{tensor.name}'"
-                )
-            if shm is None:
-                raise InvalidArgumentError("shared memory is not available")
-            array = shm.read_input(tensor.name, tensor.datatype, shape, tparams, model)
+            array = None
         elif raw_index < len(raw):  # (with raw contents, no input has typed contents: checked above)
             array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
             raw_index += 1
@@ -151,8 +134,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
             array = _typed_contents(tensor, shape, model)
         tensors.append(Tensor(name, datatype, shape, array, tparams))
     request.inputs = tensors
-    if raw_index < len(raw):  # data the client sent for an input that does not exist
-        raise InvalidArgumentError(f"unexpected additional input data for model '{model}'")
+    check_consumed(raw_index, len(raw), model)  # data sent for an input that does not exist
     outputs = message.outputs[:]
     if outputs:
         request.outputs = [_requested_output(o) for o in outputs]
@@ -161,26 +143,7 @@ def to_request(message: pb.ModelInferRequest, shm: Any = None, *, stream: bool =
 
 def _requested_output(output: pb.ModelInferRequest.InferRequestedOutputTensor) -> RequestedOutput:
     params = {k: param_value(v) for k, v in output.parameters.items()} if output.parameters else {}
-    requested = RequestedOutput(output.name, params)
-    if not params:
-        return requested
-    if "classification" in params:
-        k = params["classification"]
-        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-            raise InvalidArgumentError(f"'classification' of output '{output.name}' must be int64_param > 0")
-        requested.classification = k
-    if "shared_memory_region" in params:
-        if requested.classification:
-            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'classification'")
-        requested.shm_region = str(params["shared_memory_region"])
-        requested.shm_byte_size = int(params.get("shared_memory_byte_size", 0))
-        requested.shm_offset = int(params.get("shared_memory_offset", 0))
-    elif "shared_memory_offset" in params or "shared_memory_byte_size" in params:
-        raise InvalidArgumentError(
-            f"'shared_memory_region' must be specified along with 'shared_memory_offset' or "
-            f"'shared_memory_byte_size' for output '{output.name}'"
-        )
-    return requested
+    return requested_output(output.name, params)
 
 
 def to_response(response: InferResponse) -> pb.ModelInferResponse:

@@ -18,7 +18,8 @@ from google.protobuf.message import DecodeError
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
-from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnsupportedError, status_of
+from ...core.errors import InternalError, OpenInferError, status_of
+from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
@@ -50,7 +51,6 @@ RPC_GROUPS = {
     "Check": "health",
     "Watch": "health",
 }
-_DECOUPLED = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 
 
 def _grpc_code(exc: BaseException) -> grpc.StatusCode:
@@ -186,10 +186,10 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def ModelInfer(self, request, context):
-        core_request = convert.to_request(request, self.server.shm)
+        core_request = convert.to_request(request)
         if "triton_enable_empty_final_response" in core_request.parameters:
             core_request.parameters.pop("triton_enable_empty_final_response")
-        response = await self.server.infer(core_request, decoupled_error=_DECOUPLED)
+        response = await self.server.infer(core_request, protocol=Protocol.GRPC)
         if self.response_compression is not None:
             await _compress_responses(context, self.response_compression)
         return convert.to_response(response)
@@ -206,7 +206,7 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
             items: list[Any] = []
             ordered = after is not None
             try:
-                core_request = convert.to_request(message, self.server.shm, stream=True)
+                core_request = convert.to_request(message, stream=True)
                 empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
                 sent_final = False
                 async for response in self.server.infer_stream(core_request):
@@ -308,40 +308,21 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def RepositoryIndex(self, request, context):
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
         response = pb.RepositoryIndexResponse()
-        for row in self.server.repository_index(request.ready):
+        for row in self.server.repository_index(request.ready, request.repository_name):
             response.models.add(
                 name=row["name"], version=row.get("version", ""), state=row.get("state", ""), reason=row.get("reason", "")
             )
         return response
 
     async def RepositoryModelLoad(self, request, context):
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
-        config, files = None, {}
-        for key, param in request.parameters.items():
-            which = param.WhichOneof("parameter_choice")
-            if key == "config":
-                if which != "string_param":
-                    raise InvalidArgumentError("invalid value type for load parameter 'config', expected string_param.")
-                config = param.string_param
-            elif key.startswith("file:"):
-                if which != "bytes_param":
-                    raise InvalidArgumentError(f"invalid value type for load parameter '{key}', expected bytes_param.")
-                files[key] = param.bytes_param
-            else:
-                raise InvalidArgumentError(f"unrecognized load parameter '{key}'.")
-        await self.server.load_model(request.model_name, config, files or None)
+        parameters = {key: convert.param_value(param) for key, param in request.parameters.items()}
+        await self.server.load_request(request.model_name, parameters, request.repository_name)
         return pb.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request, context):
-        if request.repository_name:
-            raise UnsupportedError("'repository_name' specification is not supported")
-        param = request.parameters.get("unload_dependents")
-        dependents = bool(param.bool_param) if param is not None else False
-        await self.server.unload_model(request.model_name, dependents)
+        parameters = {key: convert.param_value(param) for key, param in request.parameters.items()}
+        await self.server.unload_request(request.model_name, parameters, request.repository_name)
         return pb.RepositoryModelUnloadResponse()
 
 

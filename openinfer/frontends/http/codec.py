@@ -14,7 +14,9 @@ import orjson
 
 from ...core import datatypes
 from ...core.errors import InvalidArgumentError
+from ...core.inputs import check_consumed, negative_dimension
 from ...core.parameters import apply_reserved
+from ...core.requested import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from . import bulk_json
 
@@ -81,6 +83,8 @@ def _shape(value: Any, name: str) -> tuple[int, ...]:
                 break
         else:
             return tuple(value)
+        if type(d) is int:
+            raise negative_dimension(name)
     raise InvalidArgumentError(
         "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
     )
@@ -162,9 +166,11 @@ def decode_request(
     header_length: int | None,
     model_name: str,
     model_version: str,
-    shm: Any = None,
 ) -> tuple[InferRequest, bool]:
-    """A core request from an infer body; also returns the `binary_data_output` default."""
+    """A core request from an infer body; also returns the `binary_data_output` default.
+
+    An input in shared memory is left without data (its parameters name the region): the core
+    reads it when it admits the request."""
     view = memoryview(body)
     json_part = view if header_length is None else view[:header_length]
     doc = bulk_json.parse(json_part)
@@ -230,14 +236,12 @@ def decode_request(
             )
             offset += size
         else:
-            if shm is None:
-                raise InvalidArgumentError("shared memory is not available")
-            array = shm.read_input(name, datatype, shape, tparams, model_name)
+            array = None
         if "binary_data_size" in tparams:
             tparams = {k: v for k, v in tparams.items() if k != "binary_data_size"}
         request.inputs.append(Tensor(name, datatype, shape, array, tparams))
-    if header_length is not None and offset != len(view):
-        raise InvalidArgumentError(f"unexpected additional input data for model '{model_name}'")
+    if header_length is not None:
+        check_consumed(offset, len(view), model_name)
 
     outputs = doc.get("outputs")
     if outputs is not None:
@@ -251,28 +255,7 @@ def _requested_output(item: Any) -> RequestedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidArgumentError("Unable to parse 'outputs': each output needs a string 'name'")
     name = item["name"]
-    params = _parameters(item.get("parameters"), f"output '{name}'")
-    output = RequestedOutput(name, dict(params))
-    binary = params.get("binary_data")
-    if binary is not None:
-        if not isinstance(binary, bool):
-            raise InvalidArgumentError(f"'binary_data' of output '{name}' must be a boolean")
-        output.binary = binary
-    k = params.get("classification")
-    if k is not None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidArgumentError(f"'classification' of output '{name}' must be a positive integer")
-        output.classification = k
-    region = params.get("shared_memory_region")
-    if region is not None:
-        if output.binary:
-            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'binary_data'")
-        if output.classification:
-            raise InvalidArgumentError("Output can't set both 'shared_memory_region' and 'classification'")
-        output.shm_region = str(region)
-        output.shm_byte_size = int(params.get("shared_memory_byte_size", 0))
-        output.shm_offset = int(params.get("shared_memory_offset", 0))
-    return output
+    return requested_output(name, dict(_parameters(item.get("parameters"), f"output '{name}'")))
 
 
 def _json_value(array: np.ndarray, datatype: str, name: str) -> Any:

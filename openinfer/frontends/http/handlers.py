@@ -7,23 +7,22 @@ from urllib.parse import unquote
 
 from ...core import config as configs
 from ...core import datatypes
-from ...core.errors import InvalidArgumentError, UnsupportedError
+from ...core.errors import InvalidArgumentError
 from ...core.parameters import RESERVED
+from ...core.protocols import Protocol
 from ...core.types import InferRequest, Tensor
 from . import extensions
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from .codec import decode_request, encode_response, loads_object
 from .compression import choose_encoding, compress, decompress
 
-# `latest` is what Flink's triton provider puts in the URL: the newest READY version.
-_MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+|latest))?"
-_DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy"
+# The version is read by the core (`core/versions.py`), as every frontend's is.
+_MODEL = r"/v2/models/([^/]+)(?:/versions/([^/]+))?"
 
 
 def _model_args(req: HttpRequest) -> tuple[str, str]:
     assert req.match is not None
-    version = req.match.group(2) or ""
-    return unquote(req.match.group(1)), "" if version == "latest" else version
+    return unquote(req.match.group(1)), unquote(req.match.group(2) or "")
 
 
 def _header_length(value: str | None, body_length: int) -> int | None:
@@ -84,10 +83,10 @@ def install(app: HttpApp) -> None:
         if header_length == 0:
             request, binary_default = _raw_request(body, name, version), True
         else:
-            request, binary_default = decode_request(body, header_length, name, version, server.shm)
+            request, binary_default = decode_request(body, header_length, name, version)
         if app.forward is not None:
             _forward_headers(app, req, request)
-        response = await server.infer(request, decoupled_error=_DECOUPLED)
+        response = await server.infer(request, protocol=Protocol.HTTP)
         payload, json_length = encode_response(response, binary_default)
         headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
         if json_length is not None:
@@ -131,43 +130,29 @@ def install(app: HttpApp) -> None:
         return json_response({"model_stats": server.statistics(name, version)})
 
     async def repository_index(req: HttpRequest) -> HttpResponse:
-        _no_repository_name(req)
         ready = False
         if req.body.strip():
             value = loads_object(req.body).get("ready", False)
             if not isinstance(value, bool):
                 raise InvalidArgumentError("Invalid value for 'ready': expected a boolean")
             ready = value
-        return json_response(server.repository_index(ready))
+        return json_response(server.repository_index(ready, _repository_name(req)))
 
     async def repository_load(req: HttpRequest) -> HttpResponse:
-        _no_repository_name(req)
         name = unquote(req.match.group(2))  # type: ignore[union-attr]
-        config, files = None, {}
-        for key, value in _body_parameters(req.body).items():
-            if not isinstance(value, str):
-                raise InvalidArgumentError(f"Unable to parse '{key}': attempt to access JSON non-string as string")
-            if key == "config":
-                config = value
-            elif key.startswith("file:"):
+        parameters = _body_parameters(req.body)
+        for key, value in parameters.items():  # file contents travel as base64 strings
+            if key.startswith("file:") and isinstance(value, str):
                 try:
-                    files[key] = base64.b64decode(value, validate=True)
+                    parameters[key] = base64.b64decode(value, validate=True)
                 except ValueError:
                     raise InvalidArgumentError(f"'{key}' must be base64-encoded file content") from None
-            else:
-                raise InvalidArgumentError("unexpected error on creating Triton parameter")
-        await server.load_model(name, config, files or None)
+        await server.load_request(name, parameters, _repository_name(req))
         return HttpResponse(200, b"")
 
     async def repository_unload(req: HttpRequest) -> HttpResponse:
-        _no_repository_name(req)
         name = unquote(req.match.group(2))  # type: ignore[union-attr]
-        value = _body_parameters(req.body).get("unload_dependents", False)
-        if not isinstance(value, bool):
-            raise InvalidArgumentError(
-                "Unable to parse 'unload_dependents': attempt to access JSON non-boolean as boolean"
-            )
-        await server.unload_model(name, value)
+        await server.unload_request(name, _body_parameters(req.body), _repository_name(req))
         return HttpResponse(200, b"")
 
     # Infer first: routes are tried in order, and it is the one that carries the load.
@@ -186,9 +171,8 @@ def install(app: HttpApp) -> None:
     extensions.install(app)  # shared memory, trace, logging
 
 
-def _no_repository_name(req: HttpRequest) -> None:
-    if req.match is not None and req.match.group(1):
-        raise UnsupportedError("'repository_name' specification is not supported")
+def _repository_name(req: HttpRequest) -> str:
+    return unquote(req.match.group(1) or "") if req.match is not None else ""
 
 
 def _body_parameters(body: bytes) -> dict:
