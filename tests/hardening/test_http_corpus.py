@@ -245,6 +245,8 @@ HAND = [
     ("absurd classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 2**200}}]), {}, 400, "classification"),
     ("zero classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 0}}]), {}, 400, "classification"),
     ("unknown output", _infer_body([FP32], outputs=[{"name": "NOPE"}]), {}, 400, "unexpected inference output"),
+    # identity_any answers only for the inputs it is given: the model's doing, so 500.
+    ("output the model did not produce", _infer_body([FP32], outputs=[{"name": "OUTPUT_INT8"}]), {}, 500, "did not produce requested output"),
     ("reserved parameter", _infer_body([FP32], parameters={"triton_x": 1}), {}, 400, "triton_"),
     ("object parameter", _infer_body([FP32], parameters={"p": {"a": 1}}), {}, 400, "parameter"),
     ("shm region with slash", _infer_body([{"name": "INPUT_FP32", "datatype": "FP32", "shape": [1], "parameters": {"shared_memory_region": "../../etc/passwd", "shared_memory_byte_size": 4}}]), {}, 404, "Unable to find shared memory region"),
