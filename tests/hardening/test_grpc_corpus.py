@@ -345,3 +345,15 @@ def test_hostile_settings_and_loads(stub, label, rpc, message, code, fragment):
         getattr(stub, rpc)(message, timeout=60)
     assert info.value.code().name == code, info.value
     assert fragment in check_grpc_error(info.value)
+
+
+def test_narrow_integers_in_typed_contents_keep_their_low_order_bytes(stub):
+    """INT8/INT16 (UINT8/UINT16) travel in 32-bit `contents` fields; out-of-range values wrap
+    as Triton's copy does, instead of failing inside numpy."""
+    message = pb.ModelInferRequest(model_name="identity_any")
+    message.inputs.add(name="INPUT_INT8", datatype="INT8", shape=[3]).contents.int_contents.extend([128, -129, 5])
+    message.inputs.add(name="INPUT_UINT16", datatype="UINT16", shape=[1]).contents.uint_contents.extend([70000])
+    reply = stub.ModelInfer(message, timeout=60)
+    outputs = {o.name: i for i, o in enumerate(reply.outputs)}
+    assert np.frombuffer(reply.raw_output_contents[outputs["OUTPUT_INT8"]], np.int8).tolist() == [-128, 127, 5]
+    assert np.frombuffer(reply.raw_output_contents[outputs["OUTPUT_UINT16"]], np.uint16).tolist() == [70000 % 65536]

@@ -28,6 +28,7 @@ _CONTENTS_FIELD = {
     "FP64": "fp64_contents",
     "BYTES": "bytes_contents",
 }
+_WIRE_WIDTH = {"INT8": np.int32, "INT16": np.int32, "UINT8": np.uint32, "UINT16": np.uint32}
 STREAM_TRITON_KEYS = frozenset({"triton_enable_empty_final_response"})
 
 
@@ -79,7 +80,10 @@ def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[
         array = np.empty(len(values), dtype=np.object_)
         array[:] = list(values)
     else:
-        array = np.array(values, dtype=datatypes.lookup(tensor.datatype).numpy)
+        dtype = datatypes.lookup(tensor.datatype).numpy
+        wide = _WIRE_WIDTH.get(tensor.datatype)
+        # INT8/INT16 (UINT8/UINT16) travel as 32-bit values: Triton keeps their low-order bytes.
+        array = np.array(values, dtype=wide).astype(dtype) if wide else np.array(values, dtype=dtype)
     if array.size != datatypes.element_count(shape):
         raise InvalidArgumentError(
             f"unexpected number of elements for input '{tensor.name}' for model '{model}'. "
