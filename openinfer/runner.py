@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
 from .core.cache import parse_cache_config
@@ -19,7 +20,7 @@ from .core.repository import ControlMode, RepositoryOptions
 from .core.server import InferenceServer, ServerOptions, ServerServices
 from .core.shm import SharedMemoryManager
 from .core.trace import TraceManager
-from .frontends.access import AccessPolicy
+from .frontends.access import PROTOCOL_GROUPS, AccessPolicy
 from .frontends.latency import MetricsConfig, latency_observers
 from .settings import Settings
 
@@ -95,6 +96,7 @@ def server_options(args: Settings) -> ServerOptions:
     return ServerOptions(
         model_repositories=[Path(p) for p in args.model_repository],
         server_id=args.id,
+        extensions=protocol_extensions.names(),
         strict_readiness=args.strict_readiness,
         repository=repo_options,
     )
@@ -106,13 +108,13 @@ class Composition:
 
     server: InferenceServer
     metrics: MetricsConfig
-    #: False when an extension serves alone (KServe HTTP, gRPC and metrics stay off).
+    #: False when a plug-in serves alone (KServe HTTP, gRPC and metrics stay off).
     kserve_frontends: bool = True
 
 
-def build_server(args: Settings, log_settings: LogSettings | None = None, extensions: list | None = None) -> Composition:
+def build_server(args: Settings, log_settings: LogSettings | None = None, plugins: list | None = None) -> Composition:
     """The server with its services (shared memory, trace, log settings, the latency observers
-    of `--metrics-config`, the response cache), built after every extension has read the
+    of `--metrics-config`, the response cache), built after every plug-in has read the
     settings: a bad flag anywhere ends the process before anything starts."""
     options = server_options(args)
     try:
@@ -130,7 +132,7 @@ def build_server(args: Settings, log_settings: LogSettings | None = None, extens
         cache=cache,
         stats_observer=latency_observers(metrics),  # every model version it loads gets one
     )
-    contributions = [ext.configure(args) for ext in extensions or []]
+    contributions = [plugin.configure(args) for plugin in plugins or []]
     kserve = all(c.kserve_frontends for c in contributions if c is not None)
     server = InferenceServer(options, BackendRegistry(backend_directory=args.backend_directory), services=services)
     return Composition(server, metrics, kserve)
@@ -174,8 +176,8 @@ _TRITON_LISTENER = {
 def compose(args: Settings, log_settings: LogSettings | None = None) -> tuple[Composition, list]:
     """The server and its plug-ins configured from the settings: nothing loaded, no port open.
     `openinfer serve` and the in-process API (`openinfer.api`) both start from here."""
-    extensions = _load_extensions()
-    return build_server(args, log_settings, extensions), extensions
+    plugins = _load_plugins()
+    return build_server(args, log_settings, plugins), plugins
 
 
 @dataclass
@@ -198,7 +200,17 @@ class Frontends:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def start_frontends(built: Composition, args: Settings, extensions: list) -> Frontends:
+def access_policies(args: Settings) -> tuple[AccessPolicy, AccessPolicy]:
+    """`--http-restricted-api` and `--grpc-restricted-protocol` over the protocol's groups and
+    those the protocol extensions add (ValueError names a bad one)."""
+    groups = PROTOCOL_GROUPS + protocol_extensions.groups()
+    return (
+        AccessPolicy.parse(list(args.http_restricted_api), groups),
+        AccessPolicy.parse(list(args.grpc_restricted_protocol), groups),
+    )
+
+
+async def start_frontends(built: Composition, args: Settings, plugins: list) -> Frontends:
     """gRPC, HTTP, metrics and the plug-ins' listeners, as the settings ask; returns once every
     listener is up or one has failed (`Frontends.failed`). Raises ValueError on a bad access
     rule and OSError when gRPC cannot bind."""
@@ -209,8 +221,7 @@ async def start_frontends(built: Composition, args: Settings, extensions: list) 
     from .frontends.metrics import metrics_app
 
     server = built.server
-    http_access = AccessPolicy.parse(args.http_restricted_api)
-    grpc_access = AccessPolicy.parse(args.grpc_restricted_protocol)
+    http_access, grpc_access = access_policies(args)
     allow_http = args.allow_http and built.kserve_frontends
     allow_metrics = args.allow_metrics and built.kserve_frontends
     fronts = Frontends()
@@ -224,15 +235,16 @@ async def start_frontends(built: Composition, args: Settings, extensions: list) 
             low = args.grpc_infer_response_compression_level == "low"
             compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         fronts.grpc_server = await start_grpc(
-            server, target, grpc_access, [e.grpc_hook for e in extensions if hasattr(e, "grpc_hook")], compression
+            server, target, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
+            rpcs=protocol_extensions.grpc_rpcs(),
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
     if allow_http:
         app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
-        handlers.install(app)
-        for ext in extensions:
-            if hasattr(ext, "http_hook"):
-                ext.http_hook(app)
+        handlers.install(app, protocol_extensions.http_installers())
+        for plugin in plugins:
+            if hasattr(plugin, "http_hook"):
+                plugin.http_hook(app)
         http = listener(
             app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
             **_TRITON_LISTENER,
@@ -250,9 +262,9 @@ async def start_frontends(built: Composition, args: Settings, extensions: list) 
         )
         fronts.uvicorn_servers.append(metrics)
         fronts.tasks.append(asyncio.create_task(metrics.serve()))
-    for ext in extensions:
-        if hasattr(ext, "start"):
-            extra = await ext.start(server, args)
+    for plugin in plugins:
+        if hasattr(plugin, "start"):
+            extra = await plugin.start(server, args)
             fronts.uvicorn_servers.extend(extra.get("uvicorn", []))
             fronts.tasks.extend(extra.get("tasks", []))
     # Wait until every listener is up (or one failed to bind).
@@ -269,12 +281,11 @@ async def start_frontends(built: Composition, args: Settings, extensions: list) 
 
 async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     try:  # refused before any model loads
-        AccessPolicy.parse(args.http_restricted_api)
-        AccessPolicy.parse(args.grpc_restricted_protocol)
+        access_policies(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    built, extensions = compose(args, log_settings)
+    built, plugins = compose(args, log_settings)
     server = built.server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -295,7 +306,7 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
         await server.stop()
         return 1
     try:
-        fronts = await start_frontends(built, args, extensions)
+        fronts = await start_frontends(built, args, plugins)
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         await server.stop()
@@ -311,9 +322,9 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     return 0
 
 
-def _load_extensions() -> list:
-    """Optional frontends and services (OpenAI, shared memory, trace...) that register themselves."""
-    from .extensions import discover
+def _load_plugins() -> list:
+    """Optional frontends that register themselves (the OpenAI API)."""
+    from .plugins import discover
 
     return discover()
 

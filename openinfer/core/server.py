@@ -39,27 +39,12 @@ from .versions import parse_version
 
 log = logging.getLogger("openinfer.server")
 
-EXTENSIONS = [
-    "classification",
-    "sequence",
-    "model_repository",
-    "model_repository(unload_dependents)",
-    "schedule_policy",
-    "model_configuration",
-    "system_shared_memory",
-    "cuda_shared_memory",
-    "binary_tensor_data",
-    "parameters",
-    "statistics",
-    "trace",
-    "logging",
-]
-
-
 @dataclass
 class ServerOptions:
     model_repositories: list[Path]
     server_id: str = "triton"
+    #: The protocol extensions server metadata names (the composition root lists them).
+    extensions: list[str] = field(default_factory=list)
     strict_readiness: bool = True
     #: Control mode, start-up models, backend settings and the exit timeout.
     repository: RepositoryOptions = field(default_factory=RepositoryOptions)
@@ -162,7 +147,7 @@ class InferenceServer:
 
     # ------------------------------------------------------------------ metadata
     def metadata(self) -> ServerMetadata:
-        return ServerMetadata(self.options.server_id, TRITON_PROTOCOL_VERSION, list(EXTENSIONS))
+        return ServerMetadata(self.options.server_id, TRITON_PROTOCOL_VERSION, list(self.options.extensions))
 
     def model(self, name: str, version: str = "") -> LoadedModel:
         """The model that would serve a request (raises Triton's not-found errors)."""

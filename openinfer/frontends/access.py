@@ -9,17 +9,9 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-KSERVE_GROUPS = (
-    "health",
-    "metadata",
-    "inference",
-    "shared-memory",
-    "model-config",
-    "model-repository",
-    "statistics",
-    "trace",
-    "logging",
-)
+#: The KServe protocol's own groups; each protocol extension adds its own
+#: (`openinfer/extensions/`), and the composition root passes them all to `parse`.
+PROTOCOL_GROUPS = ("health", "metadata", "inference")
 OPENAI_GROUPS = ("inference", "embedding", "model-repository", "metrics", "health")
 
 
@@ -44,7 +36,7 @@ class AccessPolicy:
         return self.rules.get(group)
 
     @classmethod
-    def parse(cls, specs: list[str], groups: tuple[str, ...] = KSERVE_GROUPS) -> AccessPolicy:
+    def parse(cls, specs: list[str], groups: tuple[str, ...] = PROTOCOL_GROUPS) -> AccessPolicy:
         """Parse `<api>[,<api>...]:<key>=<value>` specs (tritonserver's syntax)."""
         rules: dict[str, Restriction] = {}
         for spec in specs:

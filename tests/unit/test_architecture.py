@@ -36,8 +36,6 @@ REASON = "Long because"
 KNOWN = {
     "openinfer/frontends/grpc/service.py:ModelStreamInfer",
     "openinfer/frontends/http/codec.py:decode_request",
-    "openinfer/frontends/http/extensions.py:install",
-    "openinfer/frontends/http/handlers.py:install",
     "openinfer/frontends/openai/app.py:build_app",
 }
 

@@ -1,7 +1,9 @@
 """The gRPC servicer: translate, call the core, translate back.
 
-Every RPC passes through one wrapper that applies the restricted-protocol check and maps
-core errors to gRPC status codes through the core's table, so no RPC can be left uncovered.
+The protocol's own RPCs are here; each protocol extension brings its RPCs as a mixin (with its
+restricted group), and `start_grpc` composes them into one servicer. Every RPC passes through
+one wrapper that applies the restricted-protocol check and maps core errors to gRPC status
+codes through the core's table, so no RPC can be left uncovered.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -23,10 +25,10 @@ from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
-from .extensions import ExtensionRpcs
 
 log = logging.getLogger("openinfer.grpc")
 
+#: The restricted group of each of the protocol's own RPCs (extensions bring theirs).
 RPC_GROUPS = {
     "ServerLive": "health",
     "ServerReady": "health",
@@ -35,19 +37,6 @@ RPC_GROUPS = {
     "ModelMetadata": "metadata",
     "ModelInfer": "inference",
     "ModelStreamInfer": "inference",
-    "ModelConfig": "model-config",
-    "ModelStatistics": "statistics",
-    "RepositoryIndex": "model-repository",
-    "RepositoryModelLoad": "model-repository",
-    "RepositoryModelUnload": "model-repository",
-    "SystemSharedMemoryStatus": "shared-memory",
-    "SystemSharedMemoryRegister": "shared-memory",
-    "SystemSharedMemoryUnregister": "shared-memory",
-    "CudaSharedMemoryStatus": "shared-memory",
-    "CudaSharedMemoryRegister": "shared-memory",
-    "CudaSharedMemoryUnregister": "shared-memory",
-    "TraceSetting": "trace",
-    "LogSettings": "logging",
     "Check": "health",
     "Watch": "health",
 }
@@ -99,11 +88,12 @@ class _TolerantRegistry:
 class _Guard:
     """Restricted-protocol check and error mapping shared by every RPC."""
 
-    def __init__(self, access: AccessPolicy) -> None:
+    def __init__(self, access: AccessPolicy, groups: dict[str, str]) -> None:
         self.access = access
+        self.groups = groups  # RPC name -> restricted group
 
     async def check(self, name: str, context: grpc.aio.ServicerContext) -> None:
-        restriction = self.access.restriction(RPC_GROUPS.get(name, ""))
+        restriction = self.access.restriction(self.groups.get(name, ""))
         if restriction is None:
             return
         header = f"triton-grpc-protocol-{restriction.key}"
@@ -114,7 +104,7 @@ class _Guard:
             )
 
     def unary(self, name: str, fn: Callable) -> Callable:
-        restricted = self.access.restriction(RPC_GROUPS.get(name, "")) is not None  # fixed at start
+        restricted = self.access.restriction(self.groups.get(name, "")) is not None  # fixed at start
 
         @functools.wraps(fn)
         async def wrapper(self_: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
@@ -154,7 +144,7 @@ class _Guard:
         return wrapper
 
 
-class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     """`inference.GRPCInferenceService` over the core."""
 
     #: `--grpc-infer-response-compression-level` ("gzip"/"deflate"): infer responses only, as Triton.
@@ -283,49 +273,6 @@ class InferenceServicer(ExtensionRpcs, pb_grpc.GRPCInferenceServiceServicer):
             for task in list(tasks):
                 task.cancel()
 
-    async def ModelConfig(self, request, context):
-        return pb.ModelConfigResponse(config=self.server.model_config(request.name, request.version))
-
-    async def ModelStatistics(self, request, context):
-        stats = self.server.statistics(request.name, request.version)
-        response = pb.ModelStatisticsResponse()
-        for entry in stats:
-            item = response.model_stats.add(
-                name=entry["name"],
-                version=entry["version"],
-                last_inference=entry["last_inference"],
-                inference_count=entry["inference_count"],
-                execution_count=entry["execution_count"],
-            )
-            for key, value in entry["inference_stats"].items():
-                getattr(item.inference_stats, key).count = value["count"]
-                getattr(item.inference_stats, key).ns = value["ns"]
-            for batch in entry["batch_stats"]:
-                b = item.batch_stats.add(batch_size=batch["batch_size"])
-                for key in ("compute_input", "compute_infer", "compute_output"):
-                    getattr(b, key).count = batch[key]["count"]
-                    getattr(b, key).ns = batch[key]["ns"]
-        return response
-
-    async def RepositoryIndex(self, request, context):
-        response = pb.RepositoryIndexResponse()
-        for row in self.server.repository_index(request.ready, request.repository_name):
-            response.models.add(
-                name=row["name"], version=row.get("version", ""), state=row.get("state", ""), reason=row.get("reason", "")
-            )
-        return response
-
-    async def RepositoryModelLoad(self, request, context):
-        parameters = {key: convert.param_value(param) for key, param in request.parameters.items()}
-        await self.server.load_request(request.model_name, parameters, request.repository_name)
-        return pb.RepositoryModelLoadResponse()
-
-    async def RepositoryModelUnload(self, request, context):
-        parameters = {key: convert.param_value(param) for key, param in request.parameters.items()}
-        await self.server.unload_request(request.model_name, parameters, request.repository_name)
-        return pb.RepositoryModelUnloadResponse()
-
-
 async def _compress_responses(context: grpc.aio.ServicerContext, encoding: str) -> None:
     # grpc.aio ignores `context.set_compression`; this initial-metadata key is how grpc's own
     # servers ask the transport to compress one call's messages.
@@ -347,11 +294,13 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
         return health_pb2.HealthCheckResponse(status=status)
 
 
-def guarded(servicer_cls: type, access: AccessPolicy) -> type:
-    """A subclass whose every RPC goes through the guard (restrictions + error mapping)."""
-    guard = _Guard(access)
+def guarded(servicer_cls: type, access: AccessPolicy, groups: dict[str, str] | None = None) -> type:
+    """A subclass whose every RPC (those of `groups`, by default the protocol's own) goes
+    through the guard (restrictions + error mapping)."""
+    groups = RPC_GROUPS if groups is None else groups
+    guard = _Guard(access, groups)
     namespace: dict[str, Any] = {}
-    for name in RPC_GROUPS:
+    for name in groups:
         fn = getattr(servicer_cls, name, None)
         if fn is None:
             continue
@@ -371,11 +320,24 @@ GRPC_OPTIONS = [
 ]
 
 
+def compose_servicer(rpcs: Sequence[tuple[type, str | None]]) -> tuple[type, dict[str, str]]:
+    """The servicer class with the extensions' RPC mixins, and every RPC's restricted group."""
+    groups = dict(RPC_GROUPS)
+    for mixin, group in rpcs:
+        for name in (n for n in vars(mixin) if n[:1].isupper()):
+            groups[name] = group or ""
+    bases = (*(mixin for mixin, _ in rpcs), InferenceServicer)
+    return type("InferenceServicer", bases, {}), groups
+
+
 async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy, extra: list[Callable] | None = None,
-                     compression: grpc.Compression | None = None) -> grpc.aio.Server:
-    """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets)."""
+                     compression: grpc.Compression | None = None,
+                     rpcs: Sequence[tuple[type, str | None]] = ()) -> grpc.aio.Server:
+    """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets).
+    `rpcs`: the protocol extensions' servicer mixins, each with its restricted group."""
     grpc_server = grpc.aio.server(options=GRPC_OPTIONS)
-    servicer_cls = guarded(InferenceServicer, access)
+    servicer_cls, groups = compose_servicer(rpcs)
+    servicer_cls = guarded(servicer_cls, access, groups)
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
         compression  # type: ignore[arg-type]
     )

@@ -9,8 +9,8 @@ frontend starts.
 
 from __future__ import annotations
 
-from .extension import OpenAIExtension
+from .plugin import OpenAIPlugin
 
-EXTENSION = OpenAIExtension()
+PLUGIN = OpenAIPlugin()
 
-__all__ = ["EXTENSION", "OpenAIExtension"]
+__all__ = ["PLUGIN", "OpenAIPlugin"]

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from ...core.server import InferenceServer
-from ...extensions import Contribution
+from ...plugins import Contribution
 from ...settings import Settings
 from .options import OpenAIOptions
 
@@ -24,7 +24,7 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-class OpenAIExtension:
+class OpenAIPlugin:
     def __init__(self) -> None:
         self.options: OpenAIOptions | None = None
 

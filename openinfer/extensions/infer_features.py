@@ -1,0 +1,19 @@
+"""Extensions that are ways of calling infer, with no endpoints of their own.
+
+Their rules run on every infer request, so they live where the request is decoded and admitted:
+- classification: `core/outputs.py` (an output's `classification` parameter);
+- sequence: `core/scheduling/sequence_batcher.py` (sequence id, start and end flags);
+- schedule_policy: `core/scheduling/` (priority and queue policy);
+- binary_tensor_data: `frontends/http/codec.py` (`binary_data` and the header length);
+- parameters: `core/parameters.py` (request and response parameters).
+"""
+
+from __future__ import annotations
+
+from .spec import ProtocolExtension
+
+CLASSIFICATION = ProtocolExtension(names=("classification",))
+SEQUENCE = ProtocolExtension(names=("sequence",))
+SCHEDULE_POLICY = ProtocolExtension(names=("schedule_policy",))
+BINARY_TENSOR_DATA = ProtocolExtension(names=("binary_tensor_data",))
+PARAMETERS = ProtocolExtension(names=("parameters",))

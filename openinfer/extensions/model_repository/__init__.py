@@ -1,0 +1,19 @@
+"""Triton's model-repository extension: list the repository, load and unload models (explicit
+model control), with `unload_dependents`.
+
+What may be loaded and how is the core's (`core/repository.py`, `InferenceServer.load_model`);
+this package is the extension's endpoints.
+"""
+
+from __future__ import annotations
+
+from ..spec import ProtocolExtension
+from .grpc import ModelRepositoryRpcs
+from .http import install
+
+EXTENSION = ProtocolExtension(
+    names=("model_repository", "model_repository(unload_dependents)"),
+    group="model-repository",
+    http=install,
+    grpc=ModelRepositoryRpcs,
+)

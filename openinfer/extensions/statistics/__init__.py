@@ -1,0 +1,13 @@
+"""Triton's statistics extension: per model version counts and times.
+
+The numbers are gathered by the core as requests run (`core/stats.py`) and shaped by
+`InferenceServer.statistics`; this package is the extension's endpoints.
+"""
+
+from __future__ import annotations
+
+from ..spec import ProtocolExtension
+from .grpc import StatisticsRpcs
+from .http import install
+
+EXTENSION = ProtocolExtension(names=("statistics",), group="statistics", http=install, grpc=StatisticsRpcs)

@@ -1,0 +1,16 @@
+"""The URL shapes of the v2 model endpoints, shared by the core routes and the extensions'."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from .app import HttpRequest
+
+# The version is read by the core (`core/versions.py`), as every frontend's is.
+MODEL = r"/v2/models/([^/]+)(?:/versions/([^/]+))?"
+
+
+def model_args(req: HttpRequest) -> tuple[str, str]:
+    """(model name, version as sent) of a request routed by a MODEL pattern."""
+    assert req.match is not None
+    return unquote(req.match.group(1)), unquote(req.match.group(2) or "")
