@@ -79,7 +79,7 @@ class Server:
         self._loop: LoopThread | None = None
         self._core: InferenceServer | None = None
         self._built: Composition | None = None
-        self._extensions: list = []
+        self._plugins: list = []
         self._frontends: list = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -94,7 +94,7 @@ class Server:
 
         async def start() -> InferenceServer:
             with _refusals_as_errors():
-                self._built, self._extensions = compose(self._args)
+                self._built, self._plugins = compose(self._args)
             await self._built.server.start()
             return self._built.server
 
@@ -177,10 +177,10 @@ class Server:
 
         async def start():
             with _refusals_as_errors():  # plug-ins that open a port read their settings now
-                said = [ext.configure(settings) for ext in self._extensions if hasattr(ext, "start")]
+                said = [plugin.configure(settings) for plugin in self._plugins if hasattr(plugin, "start")]
             kserve = all(c.kserve_frontends for c in said if c is not None)
             built = dataclasses.replace(self._built, kserve_frontends=kserve)
-            return await start_frontends(built, settings, self._extensions)
+            return await start_frontends(built, settings, self._plugins)
 
         self._frontends.append(self._run(start()))
 
