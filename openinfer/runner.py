@@ -13,12 +13,14 @@ from pathlib import Path
 from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
+from .core import storage
 from .core.cache import parse_cache_config
 from .core.errors import InvalidArgumentError
 from .core.logsettings import LogSettings
 from .core.repository import ControlMode, RepositoryOptions
 from .core.server import InferenceServer, ServerOptions, ServerServices
 from .core.shm import SharedMemoryManager
+from .core.storage import RemoteRepository
 from .core.trace import TraceManager
 from .frontends.access import PROTOCOL_GROUPS, AccessPolicy
 from .frontends.latency import MetricsConfig, latency_observers
@@ -74,6 +76,23 @@ def _backend_config(specs: list[str], backend_directory: str | None = None) -> d
     return out
 
 
+def _repositories(specs: list[str] | tuple[str, ...]) -> tuple[list[Path], list[RemoteRepository]]:
+    """Local folders and object-storage repositories (`s3://`, `gs://`, `as://`), in order."""
+    local: list[Path] = []
+    remotes: list[RemoteRepository] = []
+    for spec in specs:
+        if storage.is_remote(spec):
+            try:
+                remotes.append(storage.open_remote(spec))
+            except ValueError as exc:
+                raise SystemExit(f"error: {exc}") from None
+        elif not Path(spec).is_dir():
+            raise SystemExit(f"error: model repository '{spec}' is not a directory")
+        else:
+            local.append(Path(spec))
+    return local, remotes
+
+
 def server_options(args: Settings) -> ServerOptions:
     """The core's options from the command line; a flag the server cannot take ends the process."""
     mode = ControlMode(args.model_control_mode)
@@ -81,9 +100,7 @@ def server_options(args: Settings) -> ServerOptions:
         raise SystemExit("error: --load-model requires --model-control-mode=explicit")
     if "*" in args.load_model and len(args.load_model) > 1:
         raise SystemExit("error: --load-model=* must be the only --load-model")
-    for repo in args.model_repository:
-        if not Path(repo).is_dir():
-            raise SystemExit(f"error: model repository '{repo}' is not a directory")
+    local, remotes = _repositories(args.model_repository)
     repo_options = RepositoryOptions(
         control_mode=mode,
         startup_models=list(args.load_model),
@@ -92,9 +109,10 @@ def server_options(args: Settings) -> ServerOptions:
         model_config_name=args.model_config_name,
         backend_config=_backend_config(args.backend_config, args.backend_directory),
         exit_timeout_secs=args.exit_timeout_secs,
+        remotes=remotes,
     )
     return ServerOptions(
-        model_repositories=[Path(p) for p in args.model_repository],
+        model_repositories=local + [remote.local for remote in remotes],
         server_id=args.id,
         extensions=protocol_extensions.names(),
         strict_readiness=args.strict_readiness,

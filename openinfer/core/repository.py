@@ -26,6 +26,7 @@ from .errors import (
     UnavailableError,
 )
 from .model import LoadedModel
+from .storage import RemoteRepository, StorageError
 from .version_loader import VersionLoader
 from .versions import parse_version
 
@@ -82,6 +83,8 @@ class RepositoryOptions:
     #: `--exit-timeout-secs`: how long an unloading version, or the whole server at exit,
     #: waits for the requests it still holds.
     exit_timeout_secs: float = 30.0
+    #: Object-storage repositories; each one's local copy is also one of the repository paths.
+    remotes: list[RemoteRepository] = field(default_factory=list)
 
 
 class ModelRepository:
@@ -111,7 +114,21 @@ class ModelRepository:
                         names.add(child)
             except OSError as exc:
                 log.error("cannot read model repository %s: %s", path, exc)
+        for remote in self.options.remotes:
+            names.update(remote.names())
         return sorted(names)
+
+    async def _sync_remotes(self, names: list[str] | None = None) -> None:
+        """Refresh the local copies of object-storage repositories (off the event loop).
+        A store that cannot be read is logged and its copy left as it is, so what is loaded
+        keeps serving; with `names` (an explicit load) the error is raised instead."""
+        for remote in self.options.remotes:
+            try:
+                await asyncio.to_thread(remote.sync, names)
+            except StorageError as exc:
+                if names is not None:
+                    raise
+                log.error("failed to poll model repository %s: %s", remote.url, exc)
 
     def get(self, name: str, version: str = "") -> LoadedModel:
         """The model that serves a request, with Triton's errors for every miss."""
@@ -185,12 +202,20 @@ class ModelRepository:
         mode = self.options.control_mode
         if mode is ControlMode.EXPLICIT:
             wanted = self.options.startup_models
+            await self._sync_quietly(None if "*" in wanted else list(wanted))
             names = self.scan() if "*" in wanted else wanted
         else:
+            await self._sync_remotes()
             names = self.scan()
         await asyncio.gather(*(self._load_quietly(name) for name in names))
         if mode is ControlMode.POLL and self.options.poll_secs > 0:
             self._poll_task = asyncio.create_task(self._poll_loop())
+
+    async def _sync_quietly(self, names: list[str] | None) -> None:
+        try:
+            await self._sync_remotes(names)
+        except StorageError as exc:
+            log.error("failed to poll model repository: %s", exc)
 
     async def _load_quietly(self, name: str) -> None:
         try:
@@ -208,6 +233,7 @@ class ModelRepository:
 
     async def poll_once(self) -> None:
         """Load added models, unload removed ones, reload changed ones."""
+        await self._sync_remotes()
         on_disk = set(self.scan())
         tasks = []
         for name in on_disk:
@@ -254,6 +280,17 @@ class ModelRepository:
                 raise
             entry.override_dir = model_dir
         else:
+            try:
+                await self._sync_remotes([name])
+            except StorageError as exc:
+                local = self.find_model_dir(name)
+                if local is None or any(local.parent == r.local for r in self.options.remotes):
+                    if not entry.versions:
+                        self.entries.pop(name, None)
+                    raise InternalError(
+                        f"failed to load '{name}', failed to poll from model repository: {exc}"
+                    ) from exc
+                log.warning("loading '%s' from %s; %s", name, local.parent, exc)  # a local model
             model_dir = self.find_model_dir(name)
             if model_dir is None:
                 if not entry.versions:
@@ -398,3 +435,5 @@ class ModelRepository:
         if self._poll_task is not None:
             self._poll_task.cancel()
         await asyncio.gather(*(self.unload(name) for name in list(self.entries)))
+        for remote in self.options.remotes:
+            remote.close()
