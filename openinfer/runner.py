@@ -13,7 +13,7 @@ from pathlib import Path
 from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
-from .core import storage
+from .core import otel, storage
 from .core.cache import parse_cache_config
 from .core.errors import InvalidArgumentError
 from .core.logsettings import LogSettings
@@ -136,9 +136,16 @@ def build_server(args: Settings, log_settings: LogSettings | None = None, plugin
     settings: a bad flag anywhere ends the process before anything starts."""
     options = server_options(args)
     try:
-        trace = TraceManager.from_cli(_trace_specs(args))
+        specs, otel_config = otel.split_specs(_trace_specs(args))
+        trace = TraceManager.from_cli(specs)
+        if otel_config is not None:
+            trace.use_opentelemetry(otel.OtelTracing(otel_config))
         metrics = MetricsConfig.parse(list(args.metrics_config))
         cache = parse_cache_config(list(args.cache_config))
+    except ImportError as exc:
+        raise SystemExit(
+            f"error: --trace-config mode=opentelemetry needs {exc.name}: install openinfer's 'otel' extra"
+        ) from None
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     except InvalidArgumentError as exc:

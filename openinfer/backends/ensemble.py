@@ -16,6 +16,7 @@ import asyncio
 import logging
 
 from .._proto import model_config_pb2 as mc
+from ..core import otel
 from ..core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ..core.errors import (
     InternalError,
@@ -172,6 +173,7 @@ class EnsembleInstance(ModelInstance):
             parameters=dict(request.parameters),
             priority=request.priority,
             timeout_us=request.timeout_us,
+            trace_parent=otel.child_of(request.trace),  # its spans hang under the ensemble's
         )
         server = self.ctx.server
         if server is None:

@@ -85,6 +85,7 @@ class TraceSetting:
     collected: int = 0
     pending: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    mode: str = "triton"  # or "opentelemetry": spans are exported, no file is written
 
     @property
     def invalid_reason(self) -> str:
@@ -92,7 +93,7 @@ class TraceSetting:
             return "tracing is disabled"
         if self.rate == 0:
             return "sample rate must be non-zero"
-        if not self.file.path:
+        if self.mode == "triton" and not self.file.path:
             return "trace file name is not given"
         return ""
 
@@ -141,7 +142,7 @@ class TraceSetting:
             "trace_count": str(self.count),
             "log_frequency": str(self.log_frequency),
             "trace_file": self.file.path,
-            "trace_mode": "triton",
+            "trace_mode": self.mode,
         }
 
 
@@ -228,6 +229,15 @@ class TraceManager:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.enabled = False
+        #: The OpenTelemetry exporter in `mode=opentelemetry` (`core.otel`); None in Triton mode.
+        self.otel: Any = None
+        self._refresh()
+
+    def use_opentelemetry(self, tracing: Any) -> None:
+        """Spans to `tracing` (`core.otel.OtelTracing`) instead of JSON files."""
+        self.otel = tracing
+        for setting in (self.global_default, self.global_setting):
+            setting.mode = "opentelemetry"
         self._refresh()
 
     @classmethod
@@ -283,6 +293,8 @@ class TraceManager:
         self.enabled = self.global_setting.active or any(
             s.active for s in self.model_settings.values()
         )
+        if self.otel is not None:  # a propagated context is traced whatever the rate
+            self.enabled = any(s.level != OFF for s in (self.global_setting, *self.model_settings.values()))
 
     # --------------------------------------------------------------- settings
     def setting_for(self, model_name: str = "") -> TraceSetting:
@@ -333,6 +345,7 @@ class TraceManager:
             values["log_frequency"],
             values["file"],
             frozenset(specified),
+            mode="opentelemetry" if self.otel is not None else "triton",
         )
         if setting.invalid_reason and setting.level != OFF:
             raise InvalidArgumentError(
@@ -350,6 +363,10 @@ class TraceManager:
     def sample(self, request: InferRequest, model: Any) -> Trace | None:
         """A trace for this request if its model's scope samples it (set on `request.trace`)."""
         setting = self.setting_for(model.name)
+        if self.otel is not None:
+            from .otel import sample
+
+            return sample(self.otel, setting, self._ids, request, model)
         if not setting.take():
             return None
         trace = Trace(next(self._ids), setting, model.name, int(model.version), request.id)
@@ -364,3 +381,5 @@ class TraceManager:
                 setting.retire()
             for file in self._files.values():
                 file.close()
+        if self.otel is not None:
+            self.otel.close()

@@ -88,6 +88,9 @@ class InferRequest:
     state: RequestState = field(default_factory=RequestState)
     #: The request's `core.trace_record.Trace` when tracing sampled it; None otherwise (one check to skip).
     trace: Any = None
+    #: Where its trace hangs from: a client's W3C headers (`traceparent`, `tracestate`), or a
+    #: `core.otel.ChildOf` for an ensemble step or a BLS call of a traced request.
+    trace_parent: Any = None
 
     def input(self, name: str) -> Tensor | None:
         for tensor in self.inputs:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...core import otel
 from ...core.errors import STATUS_TABLE, ErrorCode, OpenInferError, error_from_code, error_from_triton
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
@@ -39,6 +40,7 @@ def wire_request(request: InferRequest, key: int) -> WireRequest:
         request.sequence_id,
         flags,
         request.timeout_us,
+        otel.context_json(request.trace),
     )
 
 
@@ -52,6 +54,7 @@ def core_request(wire: WireRequest) -> InferRequest:
         outputs=[RequestedOutput(n) for n in wire.outputs] if wire.outputs else None,
         parameters=dict(wire.parameters),
         timeout_us=wire.timeout,
+        trace_parent=otel.from_context_json(wire.trace),  # a BLS call made with trace=request.trace()
     )
     if wire.correlation_id:
         request.sequence_id = wire.correlation_id

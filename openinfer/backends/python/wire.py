@@ -28,6 +28,7 @@ class WireRequest(NamedTuple):
     correlation_id: int | str
     flags: int  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START | _END
     timeout: int  # microseconds, 0 = none
+    trace: str | None = None  # the OpenTelemetry context (`request.trace().get_context()`)
 
 
 class WireResponse(NamedTuple):

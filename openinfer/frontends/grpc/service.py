@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
+from ...core import otel
 from ...core.errors import InternalError, OpenInferError, status_of
 from ...core.protocols import Protocol
 from ...core.server import InferenceServer
@@ -177,6 +178,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def ModelInfer(self, request, context):
         core_request = convert.to_request(request)
+        core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
         if "triton_enable_empty_final_response" in core_request.parameters:
             core_request.parameters.pop("triton_enable_empty_final_response")
         response = await self.server.infer(core_request, protocol=Protocol.GRPC)
@@ -188,6 +190,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         """Bidirectional stream: per-request errors in band, decoupled responses as produced."""
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         error_mode = dict(context.invocation_metadata() or ()).get("triton_grpc_error") == "true"
+        trace_parent = otel.carrier(context.invocation_metadata())  # the stream's W3C context
         tasks: set[asyncio.Task[None]] = set()
         previous: asyncio.Future[None] | None = None
         loop = asyncio.get_running_loop()
@@ -197,6 +200,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             ordered = after is not None
             try:
                 core_request = convert.to_request(message, stream=True)
+                core_request.trace_parent = trace_parent
                 empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
                 sent_final = False
                 async for response in self.server.infer_stream(core_request):

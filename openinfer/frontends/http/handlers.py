@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from ...core import datatypes
+from ...core import datatypes, otel
 from ...core.errors import InvalidArgumentError
 from ...core.parameters import RESERVED
 from ...core.protocols import Protocol
@@ -65,6 +65,7 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
         request, binary_default = decode_request(body, header_length, name, version)
     if app.forward is not None:
         _forward_headers(app, req, request)
+    request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
     response = await app.server.infer(request, protocol=Protocol.HTTP)
     payload, json_length = encode_response(response, binary_default)
     headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]

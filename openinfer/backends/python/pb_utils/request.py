@@ -151,6 +151,8 @@ class InferenceRequest:
             wire.key,
             decoupled,
         )
+        if wire.trace:
+            request._trace = InferenceTrace(wire.trace)
         return request
 
     # -- what a model reads
@@ -210,6 +212,7 @@ class InferenceRequest:
             self._correlation_id,
             self._flags,
             self._timeout,
+            self._trace.get_context() if self._trace is not None else None,
         )
 
     def exec(self, decoupled: bool = False) -> InferenceResponse | ResponseIterator:
