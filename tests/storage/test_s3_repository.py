@@ -110,11 +110,21 @@ def test_malformed_and_unreachable_urls_are_refused_at_startup(tmp_path) -> None
     import subprocess
     import sys
 
-    from tests.helpers import ROOT
+    from tests.helpers import ROOT, free_port
 
-    result = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", "s3://", "--http-port", "0"],
-        check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
-    )
+    def serve(url: str) -> subprocess.CompletedProcess:
+        ports = [str(free_port()) for _ in range(3)]
+        return subprocess.run(
+            [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", url, "--http-port", ports[0],
+             "--grpc-port", ports[1], "--metrics-port", ports[2]],
+            check=False, capture_output=True, text=True, cwd=ROOT, timeout=120,
+        )
+
+    result = serve("s3://")
     assert result.returncode != 0
     assert "names no bucket" in result.stderr
+    nobody = f"s3://127.0.0.1:{free_port()}/bucket/repo"  # nothing listens there
+    result = serve(nobody)
+    assert result.returncode == 1
+    assert f"model repository {nobody}" in result.stderr
+    assert "failed to poll model repository" in result.stderr

@@ -68,8 +68,10 @@ class RemoteRepository:
             os.makedirs(parent, exist_ok=True)
         self.local = Path(tempfile.mkdtemp(prefix="openinfer-repo-", dir=parent)).resolve()
         self._copied: dict[str, Listing] = {}  # model -> the listing its local copy was made from
-        self._known: set[str] = set()  # complete models at the last listing
+        self._known: set[str] = set()  # models at the last listing
         self._lock = threading.Lock()
+        #: Why the last sync failed (None once one succeeds): start-up reports it.
+        self.last_error: str | None = None
 
     @property
     def url(self) -> str:
@@ -112,6 +114,14 @@ class RemoteRepository:
     def sync(self, names: Iterable[str] | None = None) -> None:
         """Bring the local copy up to date: every model (`None`: also drop the ones deleted from
         the store) or only `names`. Raises StorageError when the store cannot be read."""
+        try:
+            self._sync(names)
+        except StorageError as exc:
+            self.last_error = str(exc)
+            raise
+        self.last_error = None
+
+    def _sync(self, names: Iterable[str] | None) -> None:
         with self._lock:
             wanted = None if names is None else set(names)
             one = next(iter(wanted)) if wanted is not None and len(wanted) == 1 else ""
