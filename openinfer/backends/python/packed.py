@@ -114,7 +114,7 @@ def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -
     if kind is Execute:
         body: tuple = (_EXECUTE, message.batch_id, [
             (r.key, r.model_name, r.model_version, r.id, packer.tensors(r.inputs), r.outputs,
-             _parameters(r.parameters), _plain(r.correlation_id), r.flags, r.timeout)
+             _parameters(r.parameters), _plain(r.correlation_id), r.flags, r.timeout, r.trace)
             for r in message.requests
         ])
     elif kind is Executed:
@@ -170,8 +170,8 @@ def unpack(data: memoryview, take_large: Callable[[str, np.dtype, tuple], np.nda
     if tag == _EXECUTE:
         return Execute(body[1], [
             WireRequest(key, model, version, id_, unpacker.tensors(inputs), outputs, parameters,
-                        correlation, flags, timeout)
-            for key, model, version, id_, inputs, outputs, parameters, correlation, flags, timeout in body[2]
+                        correlation, flags, timeout, trace)
+            for key, model, version, id_, inputs, outputs, parameters, correlation, flags, timeout, trace in body[2]
         ])
     if tag == _EXECUTED:
         responses = body[2]
