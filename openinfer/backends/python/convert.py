@@ -10,9 +10,16 @@ import json
 from typing import Any
 
 from ...core import otel
-from ...core.errors import STATUS_TABLE, ErrorCode, OpenInferError, error_from_code, error_from_triton
+from ...core.errors import (
+    STATUS_TABLE,
+    ErrorCode,
+    OpenInferError,
+    error_from_code,
+    error_from_triton,
+)
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
+
 
 def error_of(code: int, message: str) -> OpenInferError:
     """A model's TritonError as a core error (a code outside Triton's table counts as INTERNAL)."""
