@@ -287,7 +287,7 @@ class ModelRepository:
                 if local is None or any(local.parent == r.local for r in self.options.remotes):
                     if not entry.versions:
                         self.entries.pop(name, None)
-                    raise InternalError(
+                    raise UnavailableError(
                         f"failed to load '{name}', failed to poll from model repository: {exc}"
                     ) from exc
                 log.warning("loading '%s' from %s; %s", name, local.parent, exc)  # a local model
