@@ -16,16 +16,19 @@ server), and against `model.generate`; batching is served c=8 against served c=1
 interleaved and each row keeps its best round, so load from elsewhere biases no row; every
 in-process round runs in a fresh process.
 
-    python -m bench.llm [--requests 24] [--max-tokens 64] [--out bench/LLM_RESULTS.md]
+    python -m bench.llm [--requests 24] [--max-tokens 64] [--rounds 3] [--out bench/LLM_RESULTS.md]
+    python -m bench.llm --requests 4 --max-tokens 8 --rounds 1 --same-process --out /tmp/llm.md  # smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODEL = "tiny_llama"
 INPUT_WORDS = 12  # prompt length, in words of the bench client's vocabulary
+DEFAULT_OUT = HERE / "LLM_RESULTS.md"
 
 
 def _free_port() -> int:
@@ -122,6 +126,7 @@ class Served:
             "ttft_p50_ms": round(metrics["time_to_first_token"]["p50"], 2),
             "itl_avg_ms": round(metrics["inter_token_latency"]["avg"], 3),
             "output_tokens_avg": metrics["output_sequence_length"]["avg"],
+            "output_tokens": round(metrics["output_sequence_length"]["avg"] * doc["request_count"]),
             "client_cpu_percent": round(doc["client_cpu_percent"], 1),
             # Per-request TTFT and inter-token latency (ms): the distributions bench/charts.py draws.
             "samples": doc.get("samples", {}),
@@ -140,41 +145,50 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
     from openinfer.frontends.openai.options import OpenAIOptions
     from openinfer.frontends.openai.sse import EventStream
     from openinfer.runner import build_server
+    from openinfer.settings import Settings
 
     async def measure() -> list[dict[str, Any]]:
-        args = serve_parser().parse_args(["--model-repository", str(repo), "--openai-port", "1"])
-        server = build_server(args)
+        args = Settings.from_args(serve_parser().parse_args(["--model-repository", str(repo), "--openai-port", "1"]))
+        server = build_server(args).server
         await server.start()
-        serving = CompletionServing(FrontendContext.create(server, OpenAIOptions.from_args(args)))
+        serving = CompletionServing(FrontendContext.create(server, OpenAIOptions.from_settings(args)))
         body = {"model": MODEL, "max_tokens": max_tokens, "min_tokens": max_tokens, "ignore_eos": True,
                 "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
         out = []
 
         async def receive() -> dict[str, Any]:
+            """A client that stays until its stream ends. ASGI's `receive` answers
+            `http.disconnect` only when the client has left, and the stream's guard watches it:
+            answering at once would cancel every stream before its first token."""
+            await asyncio.get_running_loop().create_future()
             return {"type": "http.disconnect"}
 
+        async def one(prompt: str) -> tuple[int, float]:
+            """One streamed completion: its tokens (the final usage) and time to first text."""
+            began, first, tokens = time.perf_counter(), None, 0
+
+            async def send(message: dict[str, Any]) -> None:  # what the HTTP server gets
+                nonlocal first, tokens
+                event = message.get("body", b"")
+                if first is None and b'"text":"' in event and b'"text":""' not in event:
+                    first = time.perf_counter()
+                if b'"choices":[]' in event:
+                    tokens += orjson.loads(event[6:])["usage"]["completion_tokens"]
+
+            stream = EventStream(await serving.create({**body, "prompt": prompt}))
+            await stream({"type": "http"}, receive, send)
+            return tokens, ((first or time.perf_counter()) - began) * 1000
+
         try:
+            await one(work[0])  # warm-up (the tokenizer loads), as the served runs get
             for _ in range(rounds):
-                tokens, ttft = 0, []
                 start = time.perf_counter()
-                for prompt in work:
-                    began = time.perf_counter()
-                    first = None
-
-                    async def send(message: dict[str, Any]) -> None:  # what the HTTP server gets
-                        nonlocal first, tokens
-                        event = message.get("body", b"")
-                        if first is None and b'"text":"' in event and b'"text":""' not in event:
-                            first = time.perf_counter()
-                        if b'"choices":[]' in event:
-                            tokens += orjson.loads(event[6:])["usage"]["completion_tokens"]
-
-                    stream = EventStream(await serving.create({**body, "prompt": prompt}))
-                    await stream({"type": "http"}, receive, send)
-                    ttft.append(((first or time.perf_counter()) - began) * 1000)
+                done = [await one(prompt) for prompt in work]
                 seconds = time.perf_counter() - start
+                tokens = sum(t for t, _ in done)
                 out.append({"name": "frontend in-process (no HTTP) c=1", "concurrency": 1, "requests": len(work),
-                            "tokens_per_s": round(tokens / seconds, 1), "ttft_p50_ms": round(sorted(ttft)[len(ttft) // 2], 2)})
+                            "output_tokens": tokens, "tokens_per_s": round(tokens / seconds, 1),
+                            "ttft_p50_ms": round(statistics.median(ms for _, ms in done), 2)})
         finally:
             await server.stop()
         return out
@@ -199,8 +213,24 @@ def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
-def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3) -> dict[str, Any]:
-    """`rounds` interleaved rounds of every measurement; each row keeps its best round."""
+def _here(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return function(*args, **kwargs)
+
+
+def _all_counted(runs: list[dict[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
+    """Every request streams all its tokens (EOS is ignored), so a run that counted fewer
+    measured something else (a stream cut short, tokens not seen) and gives no figure."""
+    for row in runs:
+        expected = row["requests"] * max_tokens
+        if row.get("output_tokens") != expected:
+            raise RuntimeError(f"{row['name']}: {row.get('output_tokens')} output tokens counted, {expected} expected")
+    return runs
+
+
+def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool = True) -> dict[str, Any]:
+    """`rounds` interleaved rounds of every measurement; each row keeps its best round.
+    `fresh=False` runs the in-process rows in this process instead of a fresh one each: a
+    quicker smoke run, whose in-process figures are a little low."""
     from openinfer.backends.llm.baseline import engine_baseline, transformers_baseline
     from tests.llm_fixtures import llm_assets
 
@@ -208,16 +238,17 @@ def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3) -> dict[str, 
     assets = llm_assets()
     work = prompts(requests)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in ("direct", "engine", "frontend", "c1", "c8")}
+    alone = _alone if fresh else _here
     with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, Served(assets.llama, Path(tmp)) as served:
         for _ in range(rounds):
-            generated = _alone(transformers_baseline, assets.llama, work, max_tokens)
+            generated = alone(transformers_baseline, assets.llama, work, max_tokens)
             runs["direct"].append(generated.as_dict())
-            ours = _alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1)
+            ours = alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1)
             runs["engine"].append(ours.as_dict())
-            runs["frontend"] += _alone(frontend_in_process, served.repo, work, max_tokens, 1)
+            runs["frontend"] += alone(frontend_in_process, served.repo, work, max_tokens, 1)
             runs["c1"].append(served.measure(1, requests, max_tokens))
             runs["c8"].append(served.measure(8, requests * 2, max_tokens))
-    direct, engine, one, eight, frontend = (_best(runs[k]) for k in ("direct", "engine", "c1", "c8", "frontend"))
+    direct, engine, one, eight, frontend = (_best(_all_counted(runs[k], max_tokens)) for k in ("direct", "engine", "c1", "c8", "frontend"))
     direct["name"] = "transformers generate, in-process"
     engine["name"] = "engine in-process c=1"
     ratios = {
@@ -276,12 +307,14 @@ def section(quick: bool = False) -> str:
     return render(result)
 
 
-def save(result: dict[str, Any], out: Path = HERE / "LLM_RESULTS.md") -> str:
+def save(result: dict[str, Any], out: Path = DEFAULT_OUT) -> str:
+    """The table to `out`, the whole result as JSON to results/llm.json (beside `out` when it
+    is not the default, so a trial run leaves the recorded figures alone)."""
     text = render(result)
     out.write_text("# LLM benchmark\n\n" + text)
-    results_dir = HERE / "results"
-    results_dir.mkdir(exist_ok=True)
-    (results_dir / "llm.json").write_text(json.dumps(result, indent=2))
+    data = HERE / "results" / "llm.json" if out.resolve() == DEFAULT_OUT else out.with_suffix(".json")
+    data.parent.mkdir(exist_ok=True)
+    data.write_text(json.dumps(result, indent=2))
     return text
 
 
@@ -290,9 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(HERE / "LLM_RESULTS.md"))
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--same-process", action="store_true",
+                        help="in-process rows in this process, not each in a fresh one (a quicker smoke run)")
     ns = parser.parse_args(argv)
-    print(save(run(ns.requests, ns.max_tokens, ns.rounds), Path(ns.out)))
+    print(save(run(ns.requests, ns.max_tokens, ns.rounds, fresh=not ns.same_process), Path(ns.out)))
     return 0
 
 

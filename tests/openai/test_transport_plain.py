@@ -107,3 +107,23 @@ def test_leaving_before_the_answer_cancels_the_request(plain_server):
     after = _wait_for_one_more_failure(plain_server, before)
     assert after["fail"]["count"] == before["fail"]["count"] + 1
     assert after["success"]["count"] == before["success"]["count"]
+
+
+async def test_streams_deliver_every_token_and_the_usage(plain_server):
+    """Completions and chat completions streamed through the plain adapter, whose guard watches
+    `receive` for the client leaving: nothing may end a stream that the client still reads."""
+    client = plain_server.async_client()
+    say = "#say:one two three four five#"
+    stream = await client.completions.create(
+        model="mock_llm", prompt=say, stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == "one two three four five"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5
+    stream = await client.chat.completions.create(
+        model="mock_llm", messages=[{"role": "user", "content": say}], stream=True, stream_options={"include_usage": True}
+    )
+    chunks = [chunk async for chunk in stream]
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) == 5
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "one two three four five"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 5
