@@ -187,7 +187,11 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return convert.to_response(response)
 
     async def ModelStreamInfer(self, request_iterator, context):
-        """Bidirectional stream: per-request errors in band, decoupled responses as produced."""
+        """Bidirectional stream: per-request errors in band, decoupled responses as produced.
+
+        Long because the reader of the stream, the task of each request and the order between
+        them (non-decoupled answers keep the order of their requests) share the call's state:
+        split apart, that state would travel through every piece as arguments."""
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         error_mode = dict(context.invocation_metadata() or ()).get("triton_grpc_error") == "true"
         trace_parent = otel.carrier(context.invocation_metadata())  # the stream's W3C context

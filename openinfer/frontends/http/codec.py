@@ -198,48 +198,8 @@ def decode_request(
         raise InvalidArgumentError("Unable to parse 'inputs': expected a JSON array")
     offset = header_length or 0
     for item in inputs:
-        if not isinstance(item, dict):
-            raise InvalidArgumentError("Unable to parse 'inputs': expected JSON objects")
-        name = item.get("name")
-        datatype = item.get("datatype")
-        if not isinstance(name, str):
-            raise InvalidArgumentError("Unable to parse 'name': attempt to access JSON non-string as string")
-        if not isinstance(datatype, str):
-            raise InvalidArgumentError("Unable to parse 'datatype': attempt to access JSON non-string as string")
-        datatypes.lookup(datatype)
-        shape = _shape(item.get("shape"), name)
-        tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
-        if tparams:
-            present = [k for k in _ONE_OF if (k in item if k == "data" else k in tparams)]
-        else:
-            present = ["data"] if "data" in item else []
-        if len(present) != 1:
-            got = "But no field is set" if not present else "But set " + " ".join(f"'{p}'" for p in present)
-            raise InvalidArgumentError(
-                "Input must set only one of the following fields: 'data', 'binary_data_size' in "
-                f"'parameters', 'shared_memory_region' in 'parameters'. {got}"
-            )
-        which = present[0]
-        if which == "data":
-            array = _json_data(item["data"], datatype, shape, name, model_name)
-        elif which == "binary_data_size":
-            size = tparams["binary_data_size"]
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise InvalidArgumentError(f"'binary_data_size' of input '{name}' must be an unsigned integer")
-            if header_length is None or offset + size > len(view):
-                raise InvalidArgumentError(
-                    f"unexpected size for input '{name}', expecting {size} additional bytes for model "
-                    f"'{model_name}'"
-                )
-            array = datatypes.from_wire_bytes(
-                view[offset : offset + size], datatype, shape, name=name, model=model_name
-            )
-            offset += size
-        else:
-            array = None
-        if "binary_data_size" in tparams:
-            tparams = {k: v for k, v in tparams.items() if k != "binary_data_size"}
-        request.inputs.append(Tensor(name, datatype, shape, array, tparams))
+        tensor, offset = _decode_input(item, view, offset, header_length, model_name)
+        request.inputs.append(tensor)
     if header_length is not None:
         check_consumed(offset, len(view), model_name)
 
@@ -249,6 +209,52 @@ def decode_request(
             raise InvalidArgumentError("Unable to parse 'outputs': expected a JSON array")
         request.outputs = [_requested_output(o) for o in outputs]
     return request, binary_default
+
+
+def _decode_input(
+    item: Any, view: memoryview, offset: int, header_length: int | None, model_name: str
+) -> tuple[Tensor, int]:
+    """One element of `inputs`, and where the next binary input starts in the body."""
+    if not isinstance(item, dict):
+        raise InvalidArgumentError("Unable to parse 'inputs': expected JSON objects")
+    name = item.get("name")
+    datatype = item.get("datatype")
+    if not isinstance(name, str):
+        raise InvalidArgumentError("Unable to parse 'name': attempt to access JSON non-string as string")
+    if not isinstance(datatype, str):
+        raise InvalidArgumentError("Unable to parse 'datatype': attempt to access JSON non-string as string")
+    datatypes.lookup(datatype)
+    shape = _shape(item.get("shape"), name)
+    tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
+    if tparams:
+        present = [k for k in _ONE_OF if (k in item if k == "data" else k in tparams)]
+    else:
+        present = ["data"] if "data" in item else []
+    if len(present) != 1:
+        got = "But no field is set" if not present else "But set " + " ".join(f"'{p}'" for p in present)
+        raise InvalidArgumentError(
+            "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+            f"'parameters', 'shared_memory_region' in 'parameters'. {got}"
+        )
+    which = present[0]
+    if which == "data":
+        array = _json_data(item["data"], datatype, shape, name, model_name)
+    elif which == "binary_data_size":
+        size = tparams["binary_data_size"]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise InvalidArgumentError(f"'binary_data_size' of input '{name}' must be an unsigned integer")
+        if header_length is None or offset + size > len(view):
+            raise InvalidArgumentError(
+                f"unexpected size for input '{name}', expecting {size} additional bytes for model "
+                f"'{model_name}'"
+            )
+        array = datatypes.from_wire_bytes(view[offset : offset + size], datatype, shape, name=name, model=model_name)
+        offset += size
+    else:
+        array = None  # in shared memory: the core reads it at admission
+    if "binary_data_size" in tparams:
+        tparams = {k: v for k, v in tparams.items() if k != "binary_data_size"}
+    return Tensor(name, datatype, shape, array, tparams), offset
 
 
 def _requested_output(item: Any) -> RequestedOutput:

@@ -68,6 +68,10 @@ def _answer(result: dict[str, Any] | AsyncIterator[dict[str, Any]]) -> Response:
 
 
 def build_app(ctx: FrontendContext) -> Any:
+    """The FastAPI app of the OpenAI API over one frontend context.
+
+    Long because FastAPI declares routes and exception handlers as decorated closures over
+    the app; each one is a line or two that hands the request to its serving object."""
     app = FastAPI(title="openinfer OpenAI-compatible API", version=__version__)
     chat = ChatServing(ctx)
     completions = CompletionServing(ctx)
