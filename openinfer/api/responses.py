@@ -42,25 +42,17 @@ class InferenceResponse:
 _END = object()
 
 
-class ResponseIterator(Iterator[InferenceResponse]):
-    """A decoupled model's responses, in order, as they arrive. Closing it (or dropping it
-    before the end) cancels the request, which asks the model to stop."""
+class _Responses:
+    """What the blocking and the asyncio iterators share: how a queued item ends the stream,
+    and that cancelling (or dropping the iterator) cancels the request once."""
 
-    def __init__(self) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._cancel: Any = None
-        self._done = False
+    _cancel: Any = None
+    _done = False
 
-    def _put(self, item: Any) -> None:
-        self._queue.put(item)
-
-    def __next__(self) -> InferenceResponse:
-        if self._done:
-            raise StopIteration
-        item = self._queue.get()
+    def _settle(self, item: Any, stop: type[Exception]) -> InferenceResponse:
         if item is _END:
             self._done = True
-            raise StopIteration
+            raise stop
         if isinstance(item, BaseException):
             self._done = True
             raise item
@@ -71,20 +63,35 @@ class ResponseIterator(Iterator[InferenceResponse]):
             self._cancel()
         self._done = True
 
-    close = cancel
-
     def __del__(self) -> None:
         self.cancel()
 
 
-class AsyncResponseIterator(AsyncIterator[InferenceResponse]):
+class ResponseIterator(_Responses, Iterator[InferenceResponse]):
+    """A decoupled model's responses, in order, as they arrive. Closing it (or dropping it
+    before the end) cancels the request, which asks the model to stop."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue()
+
+    def _put(self, item: Any) -> None:
+        self._queue.put(item)
+
+    def __next__(self) -> InferenceResponse:
+        if self._done:
+            raise StopIteration
+        return self._settle(self._queue.get(), StopIteration)
+
+    def close(self) -> None:
+        self.cancel()
+
+
+class AsyncResponseIterator(_Responses, AsyncIterator[InferenceResponse]):
     """The asyncio form of `ResponseIterator`, fed from the server's loop into the caller's."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._cancel: Any = None
-        self._done = False
 
     def _put(self, item: Any) -> None:
         if not self._loop.is_closed():
@@ -93,24 +100,9 @@ class AsyncResponseIterator(AsyncIterator[InferenceResponse]):
     async def __anext__(self) -> InferenceResponse:
         if self._done:
             raise StopAsyncIteration
-        item = await self._queue.get()
-        if item is _END:
-            self._done = True
-            raise StopAsyncIteration
-        if isinstance(item, BaseException):
-            self._done = True
-            raise item
-        return item
-
-    def cancel(self) -> None:
-        if not self._done and self._cancel is not None:
-            self._cancel()
-        self._done = True
+        return self._settle(await self._queue.get(), StopAsyncIteration)
 
     async def aclose(self) -> None:
-        self.cancel()
-
-    def __del__(self) -> None:
         self.cancel()
 
 
