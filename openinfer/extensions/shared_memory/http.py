@@ -35,13 +35,19 @@ async def system_status(server: InferenceServer, req: HttpRequest) -> HttpRespon
     )
 
 
-async def system_register(server: InferenceServer, req: HttpRequest) -> HttpResponse:
+def _registering(server: InferenceServer, req: HttpRequest, kind: str) -> tuple[Any, str, dict[str, Any]]:
+    """The manager, the region's name and the JSON body of a register request (`kind`:
+    "system" or "cuda"), once clients may register and the name is given."""
     shm = _shm(server)
     name = _region(req)
     shm.require_client_access()
     if not name:
-        raise InvalidArgumentError("'region name' is necessary to register system shared memory region")
-    doc = body_object(req)
+        raise InvalidArgumentError(f"'region name' is necessary to register {kind} shared memory region")
+    return shm, name, body_object(req)
+
+
+async def system_register(server: InferenceServer, req: HttpRequest) -> HttpResponse:
+    shm, name, doc = _registering(server, req, "system")
     key = typed(doc, "key", str, required="Shared memory register request has no 'key' field")
     offset = typed(doc, "offset", int) or 0
     size = typed(doc, "byte_size", int, required="Shared memory register request has no 'byte_size' field")
@@ -60,12 +66,7 @@ async def cuda_status(server: InferenceServer, req: HttpRequest) -> HttpResponse
 
 
 async def cuda_register(server: InferenceServer, req: HttpRequest) -> HttpResponse:
-    shm = _shm(server)
-    name = _region(req)
-    shm.require_client_access()
-    if not name:
-        raise InvalidArgumentError("'region name' is necessary to register cuda shared memory region")
-    doc = body_object(req)
+    shm, name, doc = _registering(server, req, "cuda")
     handle = doc.get("raw_handle")
     if "raw_handle" not in doc:
         raise InvalidArgumentError("Shared memory register request has no 'raw_handle' field")
