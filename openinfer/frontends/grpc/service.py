@@ -178,7 +178,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def ModelInfer(self, request, context):
         core_request = convert.to_request(request)
-        core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
+        if self.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
+            core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
         if "triton_enable_empty_final_response" in core_request.parameters:
             core_request.parameters.pop("triton_enable_empty_final_response")
         response = await self.server.infer(core_request, protocol=Protocol.GRPC)
@@ -194,7 +195,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         split apart, that state would travel through every piece as arguments."""
         outbox: asyncio.Queue[Any] = asyncio.Queue()
         error_mode = dict(context.invocation_metadata() or ()).get("triton_grpc_error") == "true"
-        trace_parent = otel.carrier(context.invocation_metadata())  # the stream's W3C context
+        trace_parent = (  # the stream's W3C context, for OpenTelemetry spans
+            otel.carrier(context.invocation_metadata()) if self.server.trace.otel is not None else None
+        )
         tasks: set[asyncio.Task[None]] = set()
         previous: asyncio.Future[None] | None = None
         loop = asyncio.get_running_loop()

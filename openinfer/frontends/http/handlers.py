@@ -65,7 +65,8 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
         request, binary_default = decode_request(body, header_length, name, version)
     if app.forward is not None:
         _forward_headers(app, req, request)
-    request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
+    if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
+        request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
     response = await app.server.infer(request, protocol=Protocol.HTTP)
     payload, json_length = encode_response(response, binary_default)
     headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
