@@ -21,11 +21,6 @@ from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
 
 
-def error_of(code: int, message: str) -> OpenInferError:
-    """A model's TritonError as a core error (a code outside Triton's table counts as INTERNAL)."""
-    return error_from_triton(code, message)
-
-
 def triton_error(error: BaseException) -> tuple[int, str]:
     """A core error as a TritonError's code number and message (the core's table has both)."""
     if isinstance(error, OpenInferError):
@@ -73,7 +68,7 @@ def core_request(wire: WireRequest) -> InferRequest:
 def core_response(wire: WireResponse, request: InferRequest) -> InferResponse:
     """A model's answer as the core response to `request`."""
     if wire.error is not None:
-        return InferResponse(request.model_name, "", request.id, error=error_of(*wire.error))
+        return InferResponse(request.model_name, "", request.id, error=error_from_triton(*wire.error))
     outputs = [Tensor(name, datatype, array.shape, array) for name, datatype, array in wire.outputs]
     return InferResponse(request.model_name, "", request.id, outputs, dict(wire.parameters) if wire.parameters else {})
 
