@@ -14,7 +14,7 @@ from typing import Any
 
 from openinfer.bench.plot import PlotError, Point, latency_distributions, throughput_latency
 
-from .results import PROTOCOL_NAMES
+from .results import ORDER, PROTOCOL_NAMES
 
 HERE = Path(__file__).resolve().parent
 CHARTS = HERE / "charts"
@@ -26,7 +26,7 @@ END = "<!-- charts:end -->"
 def panels(cells: list[dict[str, Any]]) -> dict[str, dict[str, list[Point]]]:
     """Workload ("HTTP JSON [1,16]") -> server label -> its measured levels."""
     out: dict[str, dict[str, list[Point]]] = {}
-    for c in sorted(cells, key=lambda c: (c["protocol"] != "http", c["size"])):
+    for c in sorted(cells, key=lambda c: (ORDER.get(c["protocol"], len(ORDER)), c["size"])):
         if c.get("error"):
             continue
         panel = f"{PROTOCOL_NAMES.get(c['protocol'], c['protocol'])} [1,{c['size']}]"

@@ -8,7 +8,9 @@ import time
 from typing import Any
 
 CEILING = {"http": "asgi_echo", "grpc": "grpc_echo"}
-PROTOCOL_NAMES = {"http": "HTTP JSON", "grpc": "gRPC"}
+PROTOCOL_NAMES = {"http": "HTTP JSON", "grpc": "gRPC", "http-binary": "HTTP binary"}
+#: Row order: the protocols in the order above.
+ORDER = {name: rank for rank, name in enumerate(PROTOCOL_NAMES)}
 
 
 def _cpu_model() -> str:
@@ -82,7 +84,7 @@ def _default_mode(by: dict, keys: list) -> list[str]:
 def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[str, Any]) -> str:
     by = {(c["server"], c["protocol"], c["size"], c["concurrency"]): c for c in cells}
     keys = sorted({(c["protocol"], c["size"], c["concurrency"]) for c in cells},
-                  key=lambda k: (k[0] != "http", k[1], k[2]))
+                  key=lambda k: (ORDER[k[0]], k[1], k[2]))
     lines = [
         "# Benchmark results",
         "",
@@ -121,7 +123,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         ml = _best(by, ("mlserver", "mlserver_pw0"), proto, size, conc)
         ml_text = _cell(ml) + (" (pw0)" if ml and ml["server"] == "mlserver_pw0" else "")
         ks = by.get(("kserve", proto, size, conc))
-        ceil = by.get((CEILING[proto], proto, size, conc))
+        ceil = by.get((CEILING.get(proto, ""), proto, size, conc))
         lines.append(
             f"| {PROTOCOL_NAMES[proto]} | [1,{size}] | {conc} | {oi_text} | {ml_text} | "
             f"{_cell(ks)} | {_cell(ceil)} | {_ratio(oi, ml)} | {_ratio(oi, ceil)} |")
@@ -137,7 +139,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         "| server count | server CPU µs/req | client CPU | notes |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for c in sorted(cells, key=lambda c: (c["protocol"] != "http", c["size"], c["concurrency"],
+    for c in sorted(cells, key=lambda c: (ORDER[c["protocol"]], c["size"], c["concurrency"],
                                           c["server"])):
         if c.get("error"):
             lines.append(f"| {c['label']} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | "

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 MODEL = "identity_fp32"
+#: The HTTP cells with binary tensors (the binary data extension) instead of JSON.
+BINARY = "http-binary"
 
 
 # glibc maps and unmaps every buffer above 128 KiB by default; for [1,65536] FP32 tensors that
@@ -52,8 +54,13 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     skip: str = ""  # why it cannot run here
+    binary: bool = False  # answers HTTP requests with binary tensors (Triton's extension)
 
-    def url(self, protocol: str) -> str:
+    def speaks(self, protocol: str) -> bool:
+        """Whether a cell of `protocol` runs on this server ("http-binary": HTTP, binary tensors)."""
+        return protocol in self.protocols or (protocol == BINARY and self.binary and "http" in self.protocols)
+
+    def url(self, protocol: str) -> str:  # "http-binary" goes to the HTTP port
         return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
 
     def start(self, timeout: float = 180.0) -> None:
@@ -119,7 +126,7 @@ def _mlserver(parallel_workers: int | None, install: bool) -> Server:
 
 
 def _kserve(install: bool) -> Server:
-    server = Server("kserve", "KServe", ("http", "grpc"))
+    server = Server("kserve", "KServe", ("http", "grpc"), binary=True)
     py, why = ensure_peer("kserve", install)
     if py is None:
         server.skip = why
@@ -135,7 +142,7 @@ def _openinfer(in_process: bool = False) -> Server:
     """openinfer serving the example identity model: by default (as Triton does) in a worker
     process; with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`."""
     key, label = ("openinfer_inproc", "openinfer (in_process)") if in_process else ("openinfer", "openinfer")
-    server = Server(key, label, ("http", "grpc"))
+    server = Server(key, label, ("http", "grpc"), binary=True)
     exe = ROOT / ".venv" / "bin" / "openinfer"
     repo = ROOT / "examples" / "model_repository"
     if not exe.exists() or not (repo / MODEL).exists():

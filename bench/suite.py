@@ -48,7 +48,8 @@ def write_data(size: int) -> tuple[Path, Path]:
 def measure(server: servers.Server, proto: str, size: int, conc: int, data: Path,
             ns: argparse.Namespace) -> dict[str, Any]:
     opts = Options(
-        model=servers.MODEL, url=server.url(proto), protocol=proto,
+        model=servers.MODEL, url=server.url(proto), protocol="http" if proto == servers.BINARY else proto,
+        binary=proto == servers.BINARY,
         shapes={"INPUT0": [size]}, input_data=str(data), concurrency=[conc],
         measurement_interval_ms=ns.interval_ms, max_trials=ns.max_trials,
         stability_percentage=ns.stability, warmup_ms=ns.warmup_ms,
@@ -100,6 +101,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--protocols", default="http,grpc")
     p.add_argument("--sizes", default="16,65536", help="FP32 elements per request ([1,N])")
     p.add_argument("--concurrency", default="1,16")
+    p.add_argument("--binary-sizes", default="65536",
+                   help="sizes of the HTTP cells with binary tensors (empty: none); servers "
+                        "without the binary data extension sit them out")
     p.add_argument("--interval-ms", type=int, default=2000)
     p.add_argument("--max-trials", type=int, default=4)
     p.add_argument("--stability", type=float, default=15.0)
@@ -135,7 +139,8 @@ def main(argv: list[str]) -> int:
     ns = parse(argv)
     protocols, sizes, concs = _csv(ns.protocols, str), _csv(ns.sizes), _csv(ns.concurrency)
     load_at_start = os.getloadavg()[0]
-    files = {size: write_data(size) for size in sizes}
+    binary_sizes = _csv(ns.binary_sizes)
+    files = {size: write_data(size) for size in {*sizes, *binary_sizes}}
     wrk = None
     if ns.http_driver == "wrk":
         wrk, why = ensure_wrk(not ns.no_install)
@@ -165,7 +170,7 @@ def main(argv: list[str]) -> int:
                              "size": size, "concurrency": conc}
         try:
             pid = server.proc.pid if server.proc is not None else None
-            if wrk and proto == "http":
+            if wrk and proto == "http":  # wrk sends JSON only
                 c.update(measured(pid, lambda: measure_wrk(wrk, server, size, conc, files[size][1], ns)))
             else:
                 c.update(measured(pid, lambda: measure(server, proto, size, conc, files[size][0], ns)))
@@ -176,8 +181,9 @@ def main(argv: list[str]) -> int:
         run.step_done()
 
     grid = [(p, size, conc) for p in protocols for size in sizes for conc in concs]
+    grid += [(servers.BINARY, size, conc) for size in binary_sizes for conc in concs]
     keys = _csv(ns.servers, str)
-    steps = ns.rounds * sum(1 for k in keys for proto, _, _ in grid if proto in _protocols_of(k))
+    steps = ns.rounds * sum(1 for k in keys for proto, _, _ in grid if _speaks(k, proto))
     run = RunProgress(steps + int(ns.llm) + (_onnx_steps() if ns.onnx_peers else 0)).__enter__()
     try:
         if ns.order == "server":  # one server up at a time
@@ -187,7 +193,7 @@ def main(argv: list[str]) -> int:
                     continue
                 for _ in range(ns.rounds):
                     for proto, size, conc in grid:
-                        if proto in server.protocols:
+                        if server.speaks(proto):
                             cell(server, proto, size, conc)
                 server.stop()
         else:  # all up, every cell measured on each server in turn: drift hits all alike
@@ -195,7 +201,7 @@ def main(argv: list[str]) -> int:
             for _ in range(ns.rounds):
                 for proto, size, conc in grid:
                     for server in ups:
-                        if proto in server.protocols:
+                        if server.speaks(proto):
                             cell(server, proto, size, conc)
     finally:
         for server in started:
@@ -245,9 +251,12 @@ def main(argv: list[str]) -> int:
     return status
 
 
-def _protocols_of(key: str) -> tuple[str, ...]:
-    """What a server key speaks, for counting the run's steps before any server starts."""
-    return {"asgi_echo": ("http",), "grpc_echo": ("grpc",)}.get(key, ("http", "grpc"))
+def _speaks(key: str, protocol: str) -> bool:
+    """Whether a server key runs cells of `protocol`, for counting the run's steps before any
+    server starts."""
+    if protocol == servers.BINARY:
+        return key in ("openinfer", "openinfer_inproc", "kserve")
+    return protocol in {"asgi_echo": ("http",), "grpc_echo": ("grpc",)}.get(key, ("http", "grpc"))
 
 
 def _onnx_steps() -> int:

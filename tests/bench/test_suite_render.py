@@ -42,3 +42,16 @@ def test_default_mode_against_in_process_and_each_peer_with_server_cpu() -> None
     row = next(line for line in section.splitlines() if line.startswith("| gRPC | [1,16] | 16"))
     assert "| 0.75× | 2.00× | 1.50× | 120 | 90 |" in row
     assert "| openinfer | gRPC | [1,16] | 16 | 3,000 |" in text and "| 120 |" in text
+
+
+def test_binary_rows_follow_json_and_grpc_without_a_ceiling() -> None:
+    cells = [_cell("openinfer", 900, "http-binary"), _cell("openinfer_inproc", 1000, "http-binary"),
+             _cell("kserve", 60, "http-binary"), _cell("openinfer", 2000, "grpc"), _cell("openinfer", 3000)]
+    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
+    summary = text.split("## The default mode", 1)[0]
+    rows = [line for line in summary.splitlines() if line.startswith("| HTTP") or line.startswith("| gRPC")]
+    assert [r.split(" | ")[0] for r in rows] == ["| HTTP JSON", "| gRPC", "| HTTP binary"]
+    assert rows[2].endswith("| – | – |")  # neither MLServer nor a ceiling speaks it
+    section = text.split("## The default mode", 1)[1].split("## Every run", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| HTTP binary"))
+    assert "| 0.90× | – | 15.00× |" in row
