@@ -39,6 +39,7 @@ import itertools
 import mmap
 import os
 import pickle
+import select
 import socket
 import struct
 import threading
@@ -318,6 +319,11 @@ class BlockingChannel:
         self._write_lock = threading.Lock()
         self._frames = FrameReader(inbound)
         self._ready: collections.deque[Any] = collections.deque()
+        # Waiting in poll() for input alone, not in a blocking recv: recv sleeps on the socket's
+        # one wait queue, which the server's every read of our answers also wakes (to say
+        # there is room to write), so each request cost a second, empty wake-up.
+        self._readable = select.poll()
+        self._readable.register(sock.fileno(), select.POLLIN)
 
     def receive(self) -> Any:
         while not self._ready:
@@ -328,6 +334,8 @@ class BlockingChannel:
         return self._ready.popleft()
 
     def _read(self, flags: int = 0) -> bytes:
+        if not flags:
+            self._readable.poll()  # returns at once on input, end of stream or an error
         return self.sock.recv(min(max(_READ_SIZE, self._frames.missing), _READ_MAX), flags)
 
     def poll(self) -> list[Any]:
