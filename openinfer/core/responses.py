@@ -8,6 +8,7 @@ Senders must be called on the server's event loop; thread-based backends hop the
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator, Callable
 
 from .errors import InternalError
@@ -116,27 +117,47 @@ class UnarySender(ResponseSender):
 
 
 class StreamSender(ResponseSender):
-    """Any number of responses, read in order through `__aiter__`."""
+    """Any number of responses, read in order through `__aiter__` by one reader.
 
-    __slots__ = ("queue",)
+    A deque and the reader's one waiting future rather than an `asyncio.Queue`: this runs once
+    per streamed token, and the queue's getter bookkeeping cost more than the delivery."""
+
+    __slots__ = ("_items", "_waiter")
 
     def __init__(self, request: InferRequest) -> None:
         super().__init__(request)
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self._items: collections.deque[object] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _put(self, item: object) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _deliver(self, response: InferResponse) -> None:
-        self.queue.put_nowait(response)
+        self._put(response)
 
     def _finish(self) -> None:
-        self.queue.put_nowait(_DONE)
+        self._put(_DONE)
 
     def _fail(self, error: Exception) -> None:
-        self.queue.put_nowait(error)
-        self.queue.put_nowait(_DONE)
+        self._items.append(error)
+        self._put(_DONE)
 
     async def __aiter__(self) -> AsyncIterator[InferResponse]:
+        items = self._items
         while True:
-            item = await self.queue.get()
+            if not items:
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+                try:
+                    await waiter
+                finally:
+                    self._waiter = None
+                continue
+            item = items.popleft()
             if item is _DONE:
                 return
             if isinstance(item, Exception):
