@@ -115,12 +115,18 @@ def complete_backend_fields(config: mc.ModelConfig, backend: str) -> None:
         config.default_model_filename = DEFAULT_MODEL_FILES[backend]
 
 
-def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
-    """Fill the defaults Triton fills before a model is served (in place)."""
+def check_name(config: mc.ModelConfig, model_name: str) -> None:
+    """A configuration's `name`, when it has one, must be its model's (folder) name."""
     if config.name and config.name != model_name:
         raise InvalidArgumentError(
-            f"unexpected 'name' in model configuration: expected '{model_name}', got '{config.name}'"
+            f"unexpected directory name '{model_name}' for model '{config.name}', "
+            "directory name must equal model name"
         )
+
+
+def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
+    """Fill the defaults Triton fills before a model is served (in place)."""
+    check_name(config, model_name)
     config.name = model_name
     complete_backend_fields(config, backend)
     if not config.HasField("version_policy"):

@@ -1,6 +1,6 @@
-"""What the repository reads and writes on disk for one model: its version folders, the
-versions its policy selects, a fingerprint that changes with its files, and the folder a load
-with file overrides writes."""
+"""What the repository reads and writes on disk for one model: its configuration, its version
+folders, the versions its policy selects, a fingerprint that changes with its files, and the
+folder a load with file overrides writes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ import tempfile
 from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
+from . import config as configs
 from .errors import InvalidArgumentError
+
+
+def read_config(model_dir: Path, override: str | None, file_name: str) -> mc.ModelConfig:
+    """The configuration a load uses: the request's override, else the folder's file (an empty
+    one when there is none: the backend may complete it)."""
+    if override is not None:
+        return configs.parse_config_json(override)
+    text = configs.read_config_text(model_dir, file_name)
+    return configs.parse_config_text(text) if text is not None else mc.ModelConfig()
 
 
 def version_dirs(model_dir: Path) -> list[int]:

@@ -257,7 +257,7 @@ class ModelRepository:
         files: dict[str, bytes] | None = None,
     ) -> None:
         """Load (or reload) every version the policy selects; blocks until done."""
-        if not name or "/" in name or "\\" in name or name in (".", ".."):
+        if not name or "/" in name or name in (".", ".."):  # a folder name: any other character may do
             raise InvalidArgumentError(f"invalid model name '{name}'")
         entry = self.entries.setdefault(name, ModelEntry(name))
         async with entry.lock:
@@ -300,23 +300,9 @@ class ModelRepository:
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None
         fingerprint = model_files.fingerprint(model_dir) + (config_override or "")
-        if (
-            config_override is None
-            and not files
-            and entry.fingerprint == fingerprint
-            and entry.ready_versions()
-        ):
+        if config_override is None and not files and entry.fingerprint == fingerprint and entry.ready_versions():
             return  # unchanged and loaded: nothing to do
-        try:
-            if config_override is not None:
-                config = configs.parse_config_json(config_override)
-            else:
-                text = configs.read_config_text(model_dir, self.options.model_config_name)
-                config = configs.parse_config_text(text) if text is not None else mc.ModelConfig()
-        except OpenInferError as exc:
-            self._mark_failed(entry, [1], exc.message)
-            entry.fingerprint = fingerprint
-            raise InvalidArgumentError(f"load failed for model '{name}': {exc.message}") from exc
+        config = self._polled_config(entry, model_dir, config_override, fingerprint)
         versions = model_files.select_versions(config, model_files.version_dirs(model_dir))
         if not versions:
             reason = f"at least one version must be available under the version policy of model '{name}'"
@@ -338,6 +324,28 @@ class ModelRepository:
         entry.fingerprint = fingerprint
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+
+    def _polled_config(
+        self, entry: ModelEntry, model_dir: Path, config_override: str | None, fingerprint: str
+    ) -> mc.ModelConfig:
+        """The configuration a load uses, checked as Triton checks it while polling; a failure
+        marks the model UNAVAILABLE with its reason."""
+        name = entry.name
+        try:
+            config = model_files.read_config(model_dir, config_override, self.options.model_config_name)
+        except OpenInferError as exc:
+            raise self._failed(entry, fingerprint, exc, f"load failed for model '{name}'") from exc
+        try:  # before any version loads: in Triton a poll failure
+            configs.check_name(config, name)
+        except OpenInferError as exc:
+            log.error("failed to poll model '%s': %s", name, exc.message)
+            raise self._failed(entry, fingerprint, exc, f"failed to load '{name}', failed to poll from model repository") from exc
+        return config
+
+    def _failed(self, entry: ModelEntry, fingerprint: str, exc: OpenInferError, prefix: str) -> InvalidArgumentError:
+        self._mark_failed(entry, [1], exc.message)
+        entry.fingerprint = fingerprint
+        return InvalidArgumentError(f"{prefix}: {exc.message}")
 
     def _settle(
         self, entry: ModelEntry, versions: list[int], results: list, old: dict[int, VersionRecord], elapsed: float

@@ -210,6 +210,15 @@ def test_config_and_file_overrides(http, grpc_client):
     err = _error(lambda: http.load_model("beta", config='{"max_batch_size": "lots"}'))
     assert err.status() == "400" and "Invalid config override" in err.message()
     assert http.is_model_ready("beta")  # a failed reload keeps the model serving
+    # A configuration named otherwise than its model fails the poll, before any version loads.
+    named = json.dumps({**json.loads(config), "name": "model{x}"})
+    for client in (http, grpc_client):
+        err = _error(lambda: client.load_model("renamed", config=named, files={"file:1/model.py": _scaled(2).encode()}))
+        assert err.message() == (
+            "failed to load 'renamed', failed to poll from model repository: unexpected directory "
+            "name 'renamed' for model 'model{x}', directory name must equal model name"
+        )
+        assert err.status() in ("400", "StatusCode.INVALID_ARGUMENT")
     for name in ("fresh_http", "fresh_grpc"):
         http.unload_model(name)
 

@@ -578,7 +578,7 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
 """
     client = httpclient.InferenceServerClient(server.http_url)
-    for name, refused in (("model;test", True), ("plain_name_123", False)):
+    for name, refused in (("model;test", True), ("model\\test", True), ("plain_name_123", False)):
         config = json.dumps({
             "name": name, "backend": "python", "max_batch_size": 0,
             "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],

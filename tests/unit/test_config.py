@@ -44,7 +44,7 @@ def test_errors_name_the_problem():
     with pytest.raises(InvalidArgumentError, match="failed to parse model configuration"):
         configs.parse_config_text("max_batch_size: banana")
     config = configs.parse_config_text('name: "other"')
-    with pytest.raises(InvalidArgumentError, match="expected 'm', got 'other'"):
+    with pytest.raises(InvalidArgumentError, match="unexpected directory name 'm' for model 'other'"):
         configs.normalize(config, "m", "python")
     with pytest.raises(InvalidArgumentError, match="Invalid config override"):
         configs.parse_config_json('{"no_such_field": 1}')
