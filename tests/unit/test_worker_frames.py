@@ -152,3 +152,22 @@ def test_large_tensors_are_read_in_place_and_their_space_returns_when_dropped(ar
     assert arena.free() == everything - chunk
     arrays.clear()
     assert arena.free() == everything
+
+
+def test_no_buffer_is_overwritten_while_held_whatever_the_sizes_and_release_order(arena):
+    """Random sizes (up to a quarter of the ring), random drop order: every array still held
+    keeps its values; what does not fit goes through a file of its own."""
+    rng = np.random.default_rng(7)
+    reader = ipc.FrameReader(arena)
+    held: list[tuple[int, np.ndarray]] = []
+    for i in range(400):
+        size = int(rng.choice([ipc.SHM_THRESHOLD, 700_000, 3_000_000, ipc.ARENA_SIZE // 5]))
+        frame = ipc.encode(Respond(i, WireResponse([("T", "UINT8", np.full(size, i % 251, np.uint8))], {}), False), arena)
+        held.append((i, reader.feed(frame)[0].response.outputs[0][2]))
+        while held and rng.random() < 0.45:
+            held.pop(int(rng.integers(len(held))))
+        for value, array in held:
+            assert int(array[0]) == value % 251 and int(array[-1]) == value % 251
+    held.clear()
+    array = None  # the loop's last one
+    assert arena.free() == ipc.ARENA_SIZE
