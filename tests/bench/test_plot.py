@@ -54,7 +54,7 @@ def test_charts_have_a_line_per_server_and_workload(tmp_path):
 def test_stored_results_read_back_and_embed(tmp_path):
     text = (charts.HERE / "RESULTS.md").read_text()
     cells = charts.cells_from_markdown(text)
-    assert cells and {c["protocol"] for c in cells} == {"http", "grpc"}
+    assert cells and {c["protocol"] for c in cells} == {"http", "grpc", "http-binary"}
     drawn = [("a chart", charts.HERE / "charts" / "x.svg")]
     embedded = charts.embed(text, drawn)
     assert "![a chart](charts/x.svg)" in embedded
