@@ -328,14 +328,12 @@ class ModelRepository:
     def _polled_config(
         self, entry: ModelEntry, model_dir: Path, config_override: str | None, fingerprint: str
     ) -> mc.ModelConfig:
-        """The configuration a load uses, checked as Triton checks it while polling; a failure
+        """The configuration a load uses, read and checked before any version loads: what
+        Triton does while polling, so a failure here is a poll failure, in Triton's words, and
         marks the model UNAVAILABLE with its reason."""
         name = entry.name
         try:
             config = model_files.read_config(model_dir, config_override, self.options.model_config_name)
-        except OpenInferError as exc:
-            raise self._failed(entry, fingerprint, exc, f"load failed for model '{name}'") from exc
-        try:  # before any version loads: in Triton a poll failure
             configs.check_name(config, name)
         except OpenInferError as exc:
             log.error("failed to poll model '%s': %s", name, exc.message)

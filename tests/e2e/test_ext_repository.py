@@ -146,7 +146,7 @@ def test_load_and_unload(http, grpc_client):
     )
     err = _error(lambda: grpc_client.load_model("broken"))
     assert err.status() == "StatusCode.INVALID_ARGUMENT" and err.message().startswith(
-        "load failed for model 'broken'"
+        "failed to load 'broken', failed to poll from model repository: failed to parse model configuration"
     )
     broken = [m for m in http.get_model_repository_index() if m["name"] == "broken"]
     assert broken[0]["state"] == "UNAVAILABLE" and broken[0]["reason"]
