@@ -327,7 +327,7 @@ SETTINGS = [
     # (label, rpc, message, code, fragment): mistakes outside infer blame the request too.
     ("load: unknown model", "RepositoryModelLoad", _load("no_such_model"), "NOT_FOUND", "failed to poll from model repository"),
     ("load: config an int", "RepositoryModelLoad", _load("identity_any", config=("int64_param", 1)), "INVALID_ARGUMENT", "'config'"),
-    ("load: config not JSON", "RepositoryModelLoad", _load("identity_any", config=("string_param", "{x")), "INVALID_ARGUMENT", "load failed"),
+    ("load: config not JSON", "RepositoryModelLoad", _load("identity_any", config=("string_param", "{x")), "INVALID_ARGUMENT", "failed to poll from model repository: Invalid config override"),
     ("load: file a string", "RepositoryModelLoad", _load("identity_any", **{"config": ("string_param", "{}"), "file:1/model.py": ("string_param", "x")}), "INVALID_ARGUMENT", "expected bytes_param"),
     ("load: unknown parameter", "RepositoryModelLoad", _load("identity_any", colour=("string_param", "red")), "INVALID_ARGUMENT", "unrecognized load parameter"),
     ("trace: unknown level", "TraceSetting", _trace(trace_level=["EVIL"]), "INVALID_ARGUMENT", "unknown trace level 'EVIL'"),
