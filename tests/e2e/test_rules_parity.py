@@ -60,6 +60,20 @@ def region(http):
     shm.destroy_shared_memory_region(handle)
 
 
+def _http_outcome(reply) -> tuple:
+    """(status, error message) of an HTTP reply; no message for a success."""
+    return reply.status_code, reply.json().get("error") if reply.status_code != 200 else None
+
+
+def _grpc_outcome(rpc, message) -> tuple:
+    """(status name, details) of one gRPC call; ("OK", None) for a success."""
+    try:
+        rpc(message, timeout=60)
+    except grpc.RpcError as exc:
+        return exc.code().name, exc.details()
+    return "OK", None
+
+
 def _both(http, stub, *, model="add_sub", version="", outputs=(), extra_raw=False, shape=(4,),
           input_params=None):
     """The (status, message) of one infer request over HTTP, and over gRPC."""
@@ -74,7 +88,7 @@ def _both(http, stub, *, model="add_sub", version="", outputs=(), extra_raw=Fals
     binary = ONES.tobytes() * (1 if input_params is not None else 2) + (b"\0" * 4 if extra_raw else b"")
     path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
     reply = http.post(path, content=header + binary, headers={"Inference-Header-Content-Length": str(len(header))})
-    over_http = (reply.status_code, reply.json().get("error") if reply.status_code != 200 else None)
+    over_http = _http_outcome(reply)
 
     message = pb.ModelInferRequest(model_name=model, model_version=version)
     for i, name in enumerate(("INPUT0", "INPUT1")):
@@ -90,12 +104,7 @@ def _both(http, stub, *, model="add_sub", version="", outputs=(), extra_raw=Fals
         out = message.outputs.add(name=name)
         for key, value in params.items():
             set_param(out.parameters[key], value)
-    try:
-        stub.ModelInfer(message, timeout=60)
-        over_grpc = ("OK", None)
-    except grpc.RpcError as exc:
-        over_grpc = (exc.code().name, exc.details())
-    return over_http, over_grpc
+    return over_http, _grpc_outcome(stub.ModelInfer, message)
 
 
 INFER_CASES = [
@@ -142,16 +151,11 @@ def test_decoupled_refusal_names_the_endpoint(http, stub):
 def _load_both(http, stub, name, http_params, grpc_params, repository=""):
     prefix = f"/v2/repository/{repository}" if repository else "/v2/repository"
     reply = http.post(f"{prefix}/models/{name}/load", json={"parameters": http_params})
-    over_http = (reply.status_code, reply.json().get("error") if reply.status_code != 200 else None)
+    over_http = _http_outcome(reply)
     request = pb.RepositoryModelLoadRequest(model_name=name, repository_name=repository)
     for key, (kind, value) in grpc_params.items():
         setattr(request.parameters[key], kind, value)
-    try:
-        stub.RepositoryModelLoad(request, timeout=60)
-        over_grpc = ("OK", None)
-    except grpc.RpcError as exc:
-        over_grpc = (exc.code().name, exc.details())
-    return over_http, over_grpc
+    return over_http, _grpc_outcome(stub.RepositoryModelLoad, request)
 
 
 LOAD_CASES = [

@@ -124,10 +124,26 @@ def _wait_port(port: int, process: subprocess.Popen, what: str, timeout: float =
     raise RuntimeError(f"{what} did not start")
 
 
-class GcsEmulator:
+class _FsspecEmulator:
+    """An emulator process reached through an fsspec filesystem: the repository lives under
+    `<root>/repo`."""
+
+    root = ""
+    fs: object
+    process: subprocess.Popen
+
+    def put(self, files: dict[str, bytes]) -> None:
+        self.fs.pipe({f"{self.root}/repo/{key}": body for key, body in files.items()})  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class GcsEmulator(_FsspecEmulator):
     """gcp-storage-emulator (the JSON API) in memory; gcsfs finds it via STORAGE_EMULATOR_HOST."""
 
-    bucket = "models"
+    bucket = root = "models"
 
     def __init__(self) -> None:
         import sys
@@ -153,12 +169,6 @@ class GcsEmulator:
     def url(self) -> str:
         return f"gs://{self.bucket}/repo"
 
-    def put(self, files: dict[str, bytes]) -> None:
-        self.fs.pipe({f"{self.bucket}/repo/{key}": body for key, body in files.items()})
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
 
 
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -175,11 +185,11 @@ def azurite_command() -> str | None:
     return None
 
 
-class Azurite:
+class Azurite(_FsspecEmulator):
     """Azurite's blob service in memory, reached through a connection string."""
 
     account = "devstoreaccount1"
-    container = "models"
+    container = root = "models"
 
     def __init__(self, command: str, workdir: Path) -> None:
         workdir.mkdir(parents=True, exist_ok=True)  # its debug and lock files
@@ -204,9 +214,3 @@ class Azurite:
     def url(self) -> str:
         return f"as://{self.account}/{self.container}/repo"
 
-    def put(self, files: dict[str, bytes]) -> None:
-        self.fs.pipe({f"{self.container}/repo/{key}": body for key, body in files.items()})
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(10)
