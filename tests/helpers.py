@@ -97,8 +97,9 @@ class Server:
     def metrics_url(self) -> str:
         return f"http://localhost:{self.metrics_port}/metrics"
 
-    def start(self, wait_for: str = "live", timeout: float = 90) -> Server:
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+    def start(self, wait_for: str = "live", timeout: float = 90, ports: tuple[int, int, int] | None = None) -> Server:
+        """Start on `ports` (HTTP, gRPC, metrics), or on free ones."""
+        self.http_port, self.grpc_port, self.metrics_port = ports or (free_port(), free_port(), free_port())
         command = [
             sys.executable, "-m", "openinfer.cli", "serve",
             "--model-repository", str(self.repository),
@@ -133,7 +134,8 @@ class Server:
         return stop_process(self.process, timeout)
 
     def __enter__(self) -> Server:
-        return self.start()
+        """Start, unless `start` already ran (`with Server(...).start(wait_for=...) as s`)."""
+        return self if self.process is not None and self.process.poll() is None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
