@@ -262,7 +262,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
             compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         fronts.grpc_server = await start_grpc(
             server, target, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
-            rpcs=protocol_extensions.grpc_rpcs(),
+            rpcs=protocol_extensions.grpc_rpcs(), reuse_port=args.reuse_grpc_port,
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
     if allow_http:
@@ -273,7 +273,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
                 plugin.http_hook(app)
         http = listener(
             app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
-            **_TRITON_LISTENER,
+            reuse_port=args.reuse_http_port, **_TRITON_LISTENER,
         )
         fronts.uvicorn_servers.append(http)
         fronts.tasks.append(asyncio.create_task(http.serve()))
@@ -298,9 +298,9 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
         if fronts.failed():
             break
         await asyncio.sleep(0.02)
-    if allow_http:
+    if allow_http and http.started:
         print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
-    if allow_metrics:
+    if allow_metrics and metrics.started:
         print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
     return fronts
 
@@ -338,8 +338,11 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
         await server.stop()
         return 1
     if fronts.failed():
-        print("error: a listener failed to start (address in use?)", file=sys.stderr, flush=True)
-        stop.set()
+        print("error: a listener failed to start (address in use?); the log above says which", file=sys.stderr,
+              flush=True)
+        await server.stop()
+        await fronts.stop()
+        return 1
 
     await stop.wait()
     print("Shutting down: draining in-flight requests", file=sys.stderr, flush=True)

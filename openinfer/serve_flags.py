@@ -151,7 +151,8 @@ def _http(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-address", default="0.0.0.0", metavar="ADDRESS",
                    help="bind address of the HTTP endpoint (ipv6:[::1] for IPv6)")
     g.add_argument("--http-port", type=port, default=8000, metavar="PORT", help="port of the HTTP endpoint")
-    _bool_flag(g, "--reuse-http-port", False, "set SO_REUSEPORT on the HTTP socket")
+    _bool_flag(g, "--reuse-http-port", False,
+               "let several servers listen on the same HTTP port (SO_REUSEPORT) when every one sets this")
     g.add_argument("--http-max-input-size", type=integer, default=64 * 1024 * 1024, metavar="BYTES",
                    help="largest request body accepted, after decompression; larger ones are refused")
     g.add_argument("--http-restricted-api", action="append", default=[], metavar="API[,API]:KEY=VALUE",
@@ -171,6 +172,8 @@ def _grpc(p: argparse.ArgumentParser) -> None:
     g.add_argument("--grpc-address", default="0.0.0.0", metavar="ADDRESS",
                    help="bind address of the gRPC endpoint (ipv6:[::1] for IPv6)")
     g.add_argument("--grpc-port", type=port, default=8001, metavar="PORT", help="port of the gRPC endpoint")
+    _bool_flag(g, "--reuse-grpc-port", False,
+               "let several servers listen on the same gRPC port (SO_REUSEPORT) when every one sets this")
     g.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOL[,PROTOCOL]:KEY=VALUE",
                    help="require metadata KEY: VALUE for these RPC groups; repeatable")
     g.add_argument("--grpc-header-forward-pattern", default=None, metavar="REGEX",

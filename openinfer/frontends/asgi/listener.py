@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,13 +19,49 @@ log = logging.getLogger("openinfer.http")
 class Listener(uvicorn.Server):
     """uvicorn's server without its own signal handling: the runner orders shutdown."""
 
+    #: Bind with SO_REUSEPORT, so other servers that set it too listen on the same port and the
+    #: kernel spreads new connections between them (uvicorn's own binding has no such option).
+    reuse_port = False
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
 
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        if sockets is None and self.reuse_port:
+            try:
+                sockets = [_reusable_socket(self.config.host, self.config.port)]
+            except OSError as exc:  # ends the task, as uvicorn's own failed bind does
+                log.error("cannot listen on %s:%d: %s", self.config.host, self.config.port, exc.strerror or exc)
+                return
+        try:
+            await super().serve(sockets=sockets)
+        except SystemExit:
+            # uvicorn exits the process when it cannot bind; the runner stops the server in order
+            # instead, and says so (uvicorn has logged why).
+            if self.started:
+                raise
+
+
+def _reusable_socket(host: str, port: int) -> socket.socket:
+    """A listening socket bound with SO_REUSEADDR and SO_REUSEPORT (IPv6 hosts too)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's default backlog
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
 
 def listener(
-    app: Any, host: str, port: int, *, client_timeout: float = DEFAULT_TIMEOUT_SECS, **config: Any
+    app: Any, host: str, port: int, *, client_timeout: float = DEFAULT_TIMEOUT_SECS, reuse_port: bool = False,
+    **config: Any,
 ) -> Listener:
     """A listener for `app`: the fast protocol (with slow-client deadlines) where the installed
     uvicorn allows it, uvicorn's own otherwise. `config` overrides uvicorn.Config's defaults
@@ -40,4 +77,6 @@ def listener(
         "log_level": "warning",
         **config,
     }
-    return Listener(uvicorn.Config(app, host=host, port=port, **settings))
+    server = Listener(uvicorn.Config(app, host=host, port=port, **settings))
+    server.reuse_port = reuse_port
+    return server

@@ -327,7 +327,6 @@ def guarded(servicer_cls: type, access: AccessPolicy, groups: dict[str, str] | N
 GRPC_OPTIONS = [
     ("grpc.max_send_message_length", 2**31 - 1),
     ("grpc.max_receive_message_length", 2**31 - 1),
-    ("grpc.so_reuseport", 0),
 ]
 
 
@@ -343,10 +342,12 @@ def compose_servicer(rpcs: Sequence[tuple[type, str | None]]) -> tuple[type, dic
 
 async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy, extra: list[Callable] | None = None,
                      compression: grpc.Compression | None = None,
-                     rpcs: Sequence[tuple[type, str | None]] = ()) -> grpc.aio.Server:
+                     rpcs: Sequence[tuple[type, str | None]] = (), reuse_port: bool = False) -> grpc.aio.Server:
     """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets).
-    `rpcs`: the protocol extensions' servicer mixins, each with its restricted group."""
-    grpc_server = grpc.aio.server(options=GRPC_OPTIONS)
+    `rpcs`: the protocol extensions' servicer mixins, each with its restricted group.
+    `reuse_port`: share the port with other servers that set it (gRPC's own default is to share
+    it always, which would hide a second server started on a port already taken)."""
+    grpc_server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", int(reuse_port))])
     servicer_cls, groups = compose_servicer(rpcs)
     servicer_cls = guarded(servicer_cls, access, groups)
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
