@@ -1,9 +1,11 @@
 """Triton's remote repository paths -> an fsspec filesystem and the root inside it.
 
 `s3://bucket/path`, `s3://host:port/bucket/path` (plain HTTP), `s3://https://host:port/bucket/path`,
-`gs://bucket/path` and `as://account/container/path`. Credentials come from each SDK's standard
-chain (AWS_* variables, profiles and instance roles; GOOGLE_APPLICATION_CREDENTIALS and the metadata
-server; AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY or a connection string), as Triton reads them.
+`gs://bucket/path` and `as://account/container/path`. Credentials come from the file that
+TRITON_CLOUD_CREDENTIAL_PATH names (`credentials`), or else from each SDK's standard chain
+(AWS_* variables, profiles and instance roles; GOOGLE_APPLICATION_CREDENTIALS and the metadata
+server; AZURE_STORAGE_ACCOUNT/AZURE_STORAGE_KEY/AZURE_STORAGE_AUTH_TYPE or a connection string),
+as Triton reads them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from . import credentials
 
 SCHEMES = ("s3://", "gs://", "as://")
 
@@ -66,12 +70,12 @@ def parse(url: str) -> Location:
         root = rest.strip("/")
         if not root:
             raise ValueError(f"model repository '{url}' names no bucket")
-        return Location(url, "gs", root, _gcs_options())
+        return Location(url, "gs", root, _gcs_options(url))
     account, _, path = rest.partition("/")
     root = path.strip("/")
     if not account or not root:
         raise ValueError(f"model repository '{url}' must look like as://account/container/path")
-    return Location(url, "as", root, _azure_options(account))
+    return Location(url, "as", root, _azure_options(url, account))
 
 
 def _parse_s3(url: str, rest: str) -> Location:
@@ -91,21 +95,20 @@ def _parse_s3(url: str, rest: str) -> Location:
     root = rest.strip("/")
     if not root:
         raise ValueError(f"model repository '{url}' names no bucket")
+    options.update(credentials.s3(url).options())
     return Location(url, "s3", root, options)
 
 
-def _gcs_options() -> dict[str, Any]:
+def _gcs_options(url: str) -> dict[str, Any]:
+    token = credentials.gcs(url)  # first: a credential file that cannot serve this path refuses it
     # gcsfs reads STORAGE_EMULATOR_HOST itself; an emulator takes no credentials.
     if os.environ.get("STORAGE_EMULATOR_HOST"):
         return {"token": "anon"}
-    return {}
+    return {"token": token} if token else {}
 
 
-def _azure_options(account: str) -> dict[str, Any]:
+def _azure_options(url: str, account: str) -> dict[str, Any]:
     connection = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
-    if connection:
+    if connection and not credentials.configured():
         return {"connection_string": connection}
-    key = os.environ.get("AZURE_STORAGE_KEY")
-    if key:
-        return {"account_name": account, "account_key": key}
-    return {"account_name": account, "anon": False}  # DefaultAzureCredential's chain
+    return credentials.azure(url).options(account)
