@@ -182,11 +182,13 @@ def model_table(server: InferenceServer) -> str:
 
 
 def startup_failures(server: InferenceServer, args: Settings) -> list[str]:
-    """The models that failed to load at start-up: UNAVAILABLE ones, and in explicit mode the
-    `--load-model` names the repository does not hold; and object stores that could not be read."""
+    """The models that failed to load at start-up: UNAVAILABLE ones, those whose poll failed,
+    and in explicit mode the `--load-model` names the repository does not hold; and object
+    stores that could not be read."""
     index = server.repository_index()
     failed = {f"model repository {r.url}" for r in server.options.repository.remotes if r.last_error}
     failed |= {r["name"] for r in index if r.get("state") == "UNAVAILABLE" and r.get("reason") != "unloaded"}
+    failed |= set(server.repository.poll_failed())
     known = {r["name"] for r in index if "state" in r}
     failed.update(name for name in args.load_model if name != "*" and name not in known)
     return sorted(failed)

@@ -15,12 +15,17 @@ from . import config as configs
 from .errors import InvalidArgumentError
 
 
-def read_config(model_dir: Path, override: str | None, file_name: str) -> mc.ModelConfig:
-    """The configuration a load uses: the request's override, else the folder's file (an empty
-    one when there is none: the backend may complete it)."""
+def read_config(model_dir: Path, override: str | None, file_name: str | None, required: bool = False) -> mc.ModelConfig:
+    """The configuration a load uses: the request's override, else the folder's file; an empty
+    one when there is none, for the backend to complete, unless auto-completion is off
+    (`required`), where Triton refuses the model in its file system's words."""
     if override is not None:
         return configs.parse_config_json(override)
     text = configs.read_config_text(model_dir, file_name)
+    if text is None and required:
+        raise InvalidArgumentError(
+            f"failed to open text file for read {model_dir / 'config.pbtxt'}: No such file or directory"
+        )
     return configs.parse_config_text(text) if text is not None else mc.ModelConfig()
 
 

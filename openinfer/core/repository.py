@@ -1,7 +1,8 @@
 """The model repository: scan, version policy, control modes, load/unload/reload.
 
 Layout as Triton users write it: `<repo>/<model>/config.pbtxt` and numbered version folders.
-A model that fails to load is UNAVAILABLE with its reason and never stops the others.
+A model that fails to load is UNAVAILABLE with its reason and never stops the others; one
+whose configuration cannot be read (a poll failure) gets no state at all, as in Triton.
 """
 
 from __future__ import annotations
@@ -19,12 +20,7 @@ from pathlib import Path
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from . import model_files
-from .errors import (
-    InvalidArgumentError,
-    NotFoundError,
-    OpenInferError,
-    UnavailableError,
-)
+from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError
 from .model import LoadedModel
 from .storage import RemoteRepository, StorageError
 from .version_loader import VersionLoader
@@ -67,6 +63,8 @@ class ModelEntry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: models loaded because this one (an ensemble) needs them; `unload_dependents` unloads them.
     composing: list[str] = field(default_factory=list)
+    #: Why the last poll of this model failed ("" once one succeeds): no state comes of it.
+    poll_error: str = ""
 
     def ready_versions(self) -> list[int]:
         return sorted(v for v, r in self.versions.items() if r.state is State.READY)
@@ -221,7 +219,9 @@ class ModelRepository:
         try:
             await self.load(name)
         except OpenInferError as exc:
-            log.error("failed to load '%s': %s", name, exc.message)
+            entry = self.entries.get(name)
+            if entry is None or not entry.poll_error:  # a poll failure is logged where it happens
+                log.error("failed to load '%s': %s", name, exc.message)
 
     async def _poll_loop(self) -> None:
         while True:
@@ -329,21 +329,26 @@ class ModelRepository:
         self, entry: ModelEntry, model_dir: Path, config_override: str | None, fingerprint: str
     ) -> mc.ModelConfig:
         """The configuration a load uses, read and checked before any version loads: what
-        Triton does while polling, so a failure here is a poll failure, in Triton's words, and
-        marks the model UNAVAILABLE with its reason."""
+        Triton does while polling, so a failure here is a poll failure, in Triton's words. It
+        changes no version's state: a loaded model keeps serving, a new one stays unknown."""
         name = entry.name
         try:
-            config = model_files.read_config(model_dir, config_override, self.options.model_config_name)
+            config = model_files.read_config(
+                model_dir, config_override, self.options.model_config_name, required=not self.options.auto_complete
+            )
             configs.check_name(config, name)
         except OpenInferError as exc:
-            log.error("failed to poll model '%s': %s", name, exc.message)
-            raise self._failed(entry, fingerprint, exc, f"failed to load '{name}', failed to poll from model repository") from exc
+            log.error("Poll failed for model directory '%s': %s", name, exc.message)
+            entry.poll_error, entry.fingerprint = exc.message, fingerprint
+            raise InvalidArgumentError(
+                f"failed to load '{name}', failed to poll from model repository: {exc.message}"
+            ) from exc
+        entry.poll_error = ""
         return config
 
-    def _failed(self, entry: ModelEntry, fingerprint: str, exc: OpenInferError, prefix: str) -> InvalidArgumentError:
-        self._mark_failed(entry, [1], exc.message)
-        entry.fingerprint = fingerprint
-        return InvalidArgumentError(f"{prefix}: {exc.message}")
+    def poll_failed(self) -> list[str]:
+        """The models whose last poll failed (a configuration that does not parse, ...)."""
+        return sorted(name for name, entry in self.entries.items() if entry.poll_error)
 
     def _settle(
         self, entry: ModelEntry, versions: list[int], results: list, old: dict[int, VersionRecord], elapsed: float

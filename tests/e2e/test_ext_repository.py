@@ -148,9 +148,12 @@ def test_load_and_unload(http, grpc_client):
     assert err.status() == "StatusCode.INVALID_ARGUMENT" and err.message().startswith(
         "failed to load 'broken', failed to poll from model repository: failed to parse model configuration"
     )
-    broken = [m for m in http.get_model_repository_index() if m["name"] == "broken"]
-    assert broken[0]["state"] == "UNAVAILABLE" and broken[0]["reason"]
-    assert http.is_server_live() and http.is_model_ready("alpha")
+    # As in Triton, a model whose poll failed gets no state: listed by name, unknown to requests,
+    # and no reason for the server not to be ready.
+    assert {"name": "broken"} in http.get_model_repository_index()
+    err = _error(lambda: http.get_model_metadata("broken"))
+    assert err.message() == "Request for unknown model: 'broken' is not found"
+    assert http.is_server_live() and http.is_server_ready() and http.is_model_ready("alpha")
 
 
 def test_unloaded_model_is_not_ready_without_an_error(explicit, http, grpc_client):
@@ -313,7 +316,7 @@ def test_poll_mode_follows_the_repository(tmp_path):
         (tmp_path / "p1" / "config.pbtxt").write_text(
             "not a config at all"
         )  # broken: old one keeps serving
-        assert _wait(lambda: "failed to load 'p1'" in srv.log())
+        assert _wait(lambda: "Poll failed for model directory 'p1'" in srv.log())
         assert http.is_model_ready("p1") and _fp32(http, httpclient, "p1", [1]).tolist() == [7]
 
         shutil.rmtree(tmp_path / "p2")  # removed

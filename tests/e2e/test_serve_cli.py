@@ -228,7 +228,9 @@ def test_a_model_failing_at_start_up_stops_the_server_by_default(tmp_path):
     code, output, seconds = _serve_until_exit(tmp_path)
     assert code == 1, output
     assert re.search(r"\| broken_init +\| 1 +\| UNAVAILABLE: .*cannot start: missing weights", output), output
-    assert re.search(r"\| bad_config +\| 1 +\| UNAVAILABLE: .*failed to parse model configuration", output), output
+    # A configuration that does not parse fails the poll: no state of its own, its reason logged.
+    assert "Poll failed for model directory 'bad_config': failed to parse model configuration" in output
+    assert not re.search(r"\| bad_config +\|", output), output
     assert (
         "error: creating server: Internal - failed to load all models ('bad_config', 'broken_init'; "
         in output
@@ -259,3 +261,21 @@ def test_exit_on_error_false_serves_the_models_that_loaded(tmp_path):
         assert index["broken_init"]["state"] == "UNAVAILABLE"
         assert "cannot start: missing weights" in index["broken_init"]["reason"]
     assert server.process.returncode == 0
+
+
+def test_a_model_whose_poll_fails_leaves_the_server_ready(tmp_path):
+    """Triton's strict readiness counts the models that have a state; one whose configuration
+    cannot be read never gets one. Here: no config.pbtxt while auto-completion is off."""
+    write_model(tmp_path, "good", IO, SLOW)
+    write_model(tmp_path, "no_config", IO, SLOW)
+    (tmp_path / "no_config" / "config.pbtxt").unlink()
+    with Server(tmp_path, ["--exit-on-error=false", "--strict-model-config=true"]).start(wait_for="ready") as server:
+        for client in (httpclient.InferenceServerClient(server.http_url),
+                       grpcclient.InferenceServerClient(server.grpc_url)):
+            assert client.is_server_ready() and client.is_model_ready("good")
+            with pytest.raises(InferenceServerException) as info:
+                client.get_model_metadata("no_config")
+            assert "Request for unknown model: 'no_config' is not found" in info.value.message()
+        assert {"name": "no_config"} in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
+    path = tmp_path / "no_config" / "config.pbtxt"
+    assert f"failed to open text file for read {path}: No such file or directory" in server.log()
