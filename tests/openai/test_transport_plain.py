@@ -109,6 +109,24 @@ def test_leaving_before_the_answer_cancels_the_request(plain_server):
     assert after["success"]["count"] == before["success"]["count"]
 
 
+def test_leaving_a_generate_stream_cancels_the_request(plain_server):
+    """The KServe generate stream: a client that reads the first event and leaves ends the
+    generation (counted as failed), and the stream it left ends there."""
+    before = _stats(plain_server)
+    data = json.dumps({"text_input": "#long#"}).encode()
+    sock = socket.create_connection(("127.0.0.1", plain_server.http_port))
+    sock.sendall(b"POST /v2/models/mock_llm/generate_stream HTTP/1.1\r\nhost: x\r\n"
+                 b"content-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(data) + data)
+    received = b""
+    while b"data: " not in received:
+        received += sock.recv(4096)
+    assert received.startswith(b"HTTP/1.1 200")
+    sock.close()
+    after = _wait_for_one_more_failure(plain_server, before)
+    assert after["fail"]["count"] == before["fail"]["count"] + 1
+    assert after["success"]["count"] == before["success"]["count"]
+
+
 async def test_streams_deliver_every_token_and_the_usage(plain_server):
     """Completions and chat completions streamed through the plain adapter, whose guard watches
     `receive` for the client leaving: nothing may end a stream that the client still reads."""

@@ -40,8 +40,8 @@ class HttpResponse:
     status: int = 200
     body: bytes = b""
     headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(JSON))
-    #: A streaming answer (server-sent events): an ASGI responder `async (receive, send)`.
-    stream: Callable[[Callable, Callable], Awaitable[None]] | None = None
+    #: A streaming answer (server-sent events): writes itself through the request's transport.
+    stream: Callable[[Transport], Awaitable[None]] | None = None
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
@@ -152,7 +152,7 @@ class HttpApp:
             log.exception("unhandled error on %s %s", method, path)
             response = error_response(status_of(exc).http, f"internal error: {exc}")
         if response.stream is not None:
-            await response.stream(receive, send)
+            await response.stream(transport)
             return
         await self._send(transport, response)
 

@@ -9,10 +9,9 @@ variant answers in server-sent events; an error mid-stream is an `{"error": ...}
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -20,6 +19,7 @@ import orjson
 
 from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.types import InferRequest, InferResponse
+from ..asgi.transport import Transport
 from ..json_tensors import json_value, make_tensor
 from .app import HttpApp, HttpRequest, HttpResponse, json_response
 
@@ -125,10 +125,12 @@ async def _events(server: Any, request: InferRequest) -> AsyncIterator[bytes]:
         yield b"data: " + orjson.dumps({"error": exc.message}) + b"\n\n"
 
 
-def _sse(server: Any, request: InferRequest) -> Callable:
-    """An ASGI responder that streams events and stops the model when the client leaves."""
+def _sse(server: Any, request: InferRequest) -> Callable[[Transport], Awaitable[None]]:
+    """A streaming responder that stops the model when the client leaves."""
 
-    async def respond(receive: Callable, send: Callable) -> None:
+    async def respond(transport: Transport) -> None:
+        send = transport.send
+        assert send is not None
         await send(
             {
                 "type": "http.response.start",
@@ -136,26 +138,14 @@ def _sse(server: Any, request: InferRequest) -> Callable:
                 "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")],
             }
         )
-
-        async def pump() -> None:
-            stream = _events(server, request)
-            try:
+        stream = _events(server, request)
+        try:
+            with transport.cancel_on_disconnect() as guard:
                 async for chunk in stream:
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            finally:
-                await stream.aclose()
-
-        async def watch() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-
-        sender = asyncio.ensure_future(pump())
-        watcher = asyncio.ensure_future(watch())
-        await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (sender, watcher):
-            task.cancel()
-        await asyncio.gather(sender, watcher, return_exceptions=True)
-        if sender.done() and not sender.cancelled() and sender.exception() is None:
+        finally:
+            await stream.aclose()  # ends the request in the core when the client left mid-stream
+        if not guard.left:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return respond
