@@ -140,9 +140,10 @@ def test_broken_models_are_unavailable_with_reason_and_others_serve(server):
     assert index["introspect"]["state"] == "READY"
     assert index["broken_code"]["state"] == "UNAVAILABLE"
     assert "SyntaxError" in index["broken_code"]["reason"]
-    assert index["broken_config"]["state"] == "UNAVAILABLE"
-    assert "failed to parse model configuration" in index["broken_config"]["reason"]
-    assert not client.is_server_ready()  # strict readiness, as Triton
+    # A configuration that does not parse fails the poll: no state, the reason in the log.
+    assert index["broken_config"] == {"name": "broken_config"}
+    assert "Poll failed for model directory 'broken_config': failed to parse model configuration" in server.log()
+    assert not client.is_server_ready()  # strict readiness, as Triton: broken_code is UNAVAILABLE
     assert client.is_server_live()
     assert "| broken_code" in server.log() and "UNAVAILABLE" in server.log()
 

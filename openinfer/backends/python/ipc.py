@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from . import packed
+from . import packed, shm_names
 
-SHM_DIR = "/dev/shm"
+SHM_DIR = shm_names.SHM_DIR
 SHM_THRESHOLD = 64 * 1024
 _FRAME = struct.Struct("<IB")  # body length, codec
 PICKLED, PACKED = 0, 1
@@ -163,8 +163,9 @@ class Arena:
             self.unlink()
 
 
-def shm_prefix(pid: int | None = None) -> str:
-    return f"openinfer-ipc-{pid or os.getpid()}-"
+def shm_prefix() -> str:
+    """What this process's shared-memory files are named from (`shm_names`)."""
+    return shm_names.prefix()
 
 
 def _write_shm(raw: memoryview) -> str:
@@ -358,38 +359,10 @@ class BlockingChannel:
 
 
 def cleanup_leftovers(pid: int) -> None:
-    """Remove buffers a dead process wrote but never had read."""
-    prefix = shm_prefix(pid)
-    try:
-        for name in os.listdir(SHM_DIR):
-            if name.startswith(prefix):
-                try:
-                    os.unlink(os.path.join(SHM_DIR, name))
-                except OSError:
-                    pass
-    except OSError:
-        pass
+    """Remove buffers a dead worker wrote but never had read."""
+    shm_names.remove_files(shm_names.prefix(worker_pid=pid))
 
 
 def cleanup_stale() -> None:
     """Remove what servers that were killed outright (SIGKILL) left in /dev/shm."""
-    try:
-        names = os.listdir(SHM_DIR)
-    except OSError:
-        return
-    for name in names:
-        if not name.startswith("openinfer-ipc-"):
-            continue
-        pid_text = name[len("openinfer-ipc-") :].split("-", 1)[0]
-        if not pid_text.isdigit():
-            continue
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            try:
-                os.unlink(os.path.join(SHM_DIR, name))
-            except OSError:
-                pass
-        except PermissionError:
-            pass  # alive, another user's
-
+    shm_names.cleanup_stale()

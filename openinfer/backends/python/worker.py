@@ -431,6 +431,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
+    ipc.shm_names.join(os.environ[ipc.shm_names.SESSION_ENV])
     inbound, outbound = ipc.Arena(inbound_name), ipc.Arena(outbound_name)
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module names
     sys.modules.setdefault("c_python_backend_utils", c_module.module(outbound.free))

@@ -64,6 +64,7 @@ class WorkerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env[ipc.shm_names.SESSION_ENV] = ipc.shm_names.session()
         env.update(env_overrides or {})
         # The working directory is the server's, as Triton's stubs inherit it.
         self.process = await asyncio.create_subprocess_exec(
