@@ -4,11 +4,13 @@ server only once the server that made them is gone, judged by its lock and never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 from openinfer.backends.python import shm_names
 
@@ -23,12 +25,18 @@ SERVER = textwrap.dedent("""
 """)
 
 
-def _server_with_files() -> tuple[subprocess.Popen, str]:
-    """Another server process: a live session with a ring, a buffer and a worker's buffer."""
+@contextlib.contextmanager
+def _server_with_files() -> Iterator[str]:
+    """Another server process: a live session with a ring, a buffer and a worker's buffer.
+    Yields the session; the process is killed outright (SIGKILL) on the way out."""
     process = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
-    session = process.stdout.readline().strip()
-    assert session
-    return process, session
+    try:
+        session = process.stdout.readline().strip()
+        assert session
+        yield session
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
 
 
 def _files(session: str) -> list[str]:
@@ -36,14 +44,10 @@ def _files(session: str) -> list[str]:
 
 
 def test_a_running_servers_files_stay_and_a_killed_ones_go():
-    process, session = _server_with_files()
-    try:
+    with _server_with_files() as session:
         assert len(_files(session)) == 4  # three files and the lock
         shm_names.cleanup_stale()
         assert len(_files(session)) == 4
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
     shm_names.cleanup_stale()
     assert _files(session) == []
 
@@ -51,8 +55,7 @@ def test_a_running_servers_files_stay_and_a_killed_ones_go():
 def test_liveness_is_the_lock_not_the_pid():
     """A session whose pid this process cannot see (as from another PID namespace) but whose
     lock is held stays; the pid in its name is not even a running process here."""
-    process, session = _server_with_files()
-    try:
+    with _server_with_files() as session:
         pid = int(session.split("-")[0][1:])
         fake = f"p99999999-{session.split('-')[1]}"
         os.rename(os.path.join(shm_names.SHM_DIR, f"{shm_names.PREFIX}{session}-alive"),
@@ -63,24 +66,16 @@ def test_liveness_is_the_lock_not_the_pid():
         assert pid != 99999999 and len(_files(fake)) == 4
         shm_names.cleanup_stale()
         assert len(_files(fake)) == 4  # the lock moved with the file: still held
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
     shm_names.cleanup_stale()
     assert _files(fake) == []
 
 
 def test_two_servers_with_the_same_pid_get_different_names():
     """Containers sharing /dev/shm each run their server as pid 1: the token tells them apart."""
-    first, second = _server_with_files(), _server_with_files()
-    try:
-        assert first[1] != second[1]
-        assert first[1].split("-")[1] != second[1].split("-")[1]
-    finally:
-        for process, _ in (first, second):
-            process.send_signal(signal.SIGKILL)
-            process.wait()
+    with _server_with_files() as first, _server_with_files() as second:
+        assert first.split("-")[1] != second.split("-")[1]
     shm_names.cleanup_stale()
+    assert _files(first) == _files(second) == []
 
 
 def test_a_workers_files_carry_its_servers_session_and_its_own_pid():
