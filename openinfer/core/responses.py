@@ -67,6 +67,22 @@ class ResponseSender:
         raise NotImplementedError
 
 
+class NullSender(ResponseSender):
+    """The sender of a null request (a sequence slot without a request, READY false): nobody
+    waits for its answer, so whatever the model says of it is dropped."""
+
+    __slots__ = ()
+
+    def _deliver(self, response: InferResponse) -> None:
+        pass
+
+    def _finish(self) -> None:
+        pass
+
+    def _fail(self, error: Exception) -> None:
+        pass
+
+
 class UnarySender(ResponseSender):
     """Exactly one response. A caller that finds it already delivered (a model that answered
     while being scheduled) takes it as is; otherwise it waits on `future`, made on demand."""

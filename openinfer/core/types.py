@@ -58,6 +58,8 @@ class RequestState:
     shm_outputs: dict[str, Any] | None = None
     #: A response-cache miss's lookup time, added to its insert time.
     cache_lookup_ns: int = 0
+    #: A null request: it fills a sequence slot without a request; it is not counted.
+    null: bool = False
 
     def cancel_event(self) -> threading.Event:
         """The request's cancellation event, made on first use."""

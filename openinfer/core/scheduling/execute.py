@@ -28,10 +28,12 @@ async def run_batch(
     """Execute `requests` as one batch; False (and every sender failed) if `execute` raised.
     `release` gets the instance back once `execute` returns, however it ends."""
     started = time.perf_counter_ns()
-    size = 0
+    size = count = 0
     for request in requests:
         request.queue_ns = started - request.arrival_ns
-        size += max(request.batch_size, 1)
+        if not request.state.null:  # a sequence slot's filler is not an inference
+            size += max(request.batch_size, 1)
+            count += 1
     try:
         timing = await instance.execute(requests, senders)
     except OpenInferError as exc:
@@ -47,7 +49,7 @@ async def run_batch(
         if release is not None:
             release(instance)
     if timing is not None:  # None: the backend records its own executions
-        stats.record_execution(size, len(requests), timing)
+        stats.record_execution(size, count, timing)
         record_compute(requests, started, timing)  # per-request timing for statistics and traces
     return True
 

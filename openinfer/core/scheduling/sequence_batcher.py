@@ -27,7 +27,7 @@ from pathlib import Path
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
 from ..errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
-from ..responses import ResponseSender
+from ..responses import NullSender, ResponseSender
 from ..stats import ModelStats
 from ..types import InferRequest, InferResponse
 from .base import InstancePool, Scheduler
@@ -192,27 +192,36 @@ class SequenceBatcher(Scheduler):
 
     # ---------------------------------------------------------------- execution
     async def run(
-        self, instance: ModelInstance, sequences: list[Sequence], ordering: OrderedRelease | None
+        self, instance: ModelInstance, rows: list[Sequence | None], ordering: OrderedRelease | None
     ) -> None:
-        """Execute the next request of each sequence as one batch."""
-        entries = [s.pending.popleft() for s in sequences]
+        """Execute the next request of each sequence as one batch, in row order; a None row is
+        a slot without a request, filled with a null request (the direct strategy's)."""
+        sequences = [s for s in rows if s is not None]
+        entries = {id(s): s.pending.popleft() for s in sequences}
         for sequence in sequences:
             sequence.busy = True
         try:
-            senders = [e.sender for e in entries]
+            template = entries[id(sequences[0])].request
+            senders = [entries[id(s)].sender for s in sequences]
             if ordering is not None:
                 senders = ordering.wrap(senders)
             if self.tensors.states:
                 senders = [_StateSender(x, s, self.tensors) for x, s in zip(senders, sequences)]
-            requests = []
-            for entry, sequence, sender in zip(entries, sequences, senders):
-                try:
-                    self.tensors.inject(entry.request, sequence.id, sequence.state)
-                except OpenInferError as exc:
-                    sender.fail(exc)
-                    continue
-                requests.append((entry.request, sender))
-            if requests:
+            by_sequence = dict(zip((id(s) for s in sequences), senders))
+            requests: list[tuple[InferRequest, ResponseSender]] = []
+            for row in rows:
+                if row is not None:
+                    request, sender = entries[id(row)].request, by_sequence[id(row)]
+                    try:
+                        self.tensors.inject(request, row.id, row.state)
+                    except OpenInferError as exc:
+                        sender.fail(exc)
+                        row = None  # its row still holds its place
+                if row is None:
+                    request = self.tensors.null_request(template)
+                    sender = NullSender(request)
+                requests.append((request, sender))
+            if any(type(sender) is not NullSender for _, sender in requests):
                 await run_batch(
                     instance, [r for r, _ in requests], [s for _, s in requests], self.stats, self.model_name
                 )

@@ -162,6 +162,31 @@ class SequenceTensors:
                         request.state.state_only_outputs = set()
                     request.state.state_only_outputs.add(spec.output_name)
 
+    def null_request(self, template: InferRequest) -> InferRequest:
+        """A filler for a slot without a request: the template's inputs by name, type and shape,
+        zeros for data; every control false, CORRID 0 (READY false tells the model that nothing
+        in it means anything) and the states' initial values, not any sequence's."""
+        inputs = [
+            Tensor(t.name, t.datatype, t.shape,
+                   np.full(t.shape, b"", dtype=object) if t.datatype == "BYTES"
+                   else np.zeros(t.shape, dtype=datatypes.lookup(t.datatype).numpy))
+            for t in template.inputs if t.name not in self.injected
+        ]
+        request = InferRequest(template.model_name, template.model_version, inputs=inputs,
+                               batch_size=template.batch_size, arrival_ns=template.arrival_ns)
+        request.state.null = True
+        for control in self.controls:
+            if control.kind == Kind.CONTROL_SEQUENCE_CORRID:
+                value: object = b"" if control.datatype == "BYTES" else 0
+            else:
+                value = control.values[0]
+            data = np.full(self._shape, value, dtype=datatypes.lookup(control.datatype).numpy)
+            request.inputs.append(Tensor(control.name, control.datatype, self._shape, data))
+        for spec in self.states:
+            initial = spec.initial
+            request.inputs.append(Tensor(spec.input_name, initial.datatype, initial.shape, initial.data))
+        return request
+
     def _control_tensor(self, control: Control, request: InferRequest, sequence_id: int | str) -> Tensor:
         dt = datatypes.lookup(control.datatype)
         if control.kind == Kind.CONTROL_SEQUENCE_CORRID:

@@ -57,14 +57,23 @@ class Strategy:
 
 
 class Lane:
-    """One instance and the sequences holding its slots."""
+    """One instance and its slots: slot i is row i of every batch the instance runs, so a
+    sequence keeps its row from START to its end (a model may keep per-row state)."""
 
     def __init__(self, instance: ModelInstance, slots: int) -> None:
         self.instance = instance
-        self.slots = slots
-        self.sequences: list[Sequence] = []
+        self.slots: list[Sequence | None] = [None] * slots
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+
+    def free_slot(self) -> int | None:
+        for index, sequence in enumerate(self.slots):
+            if sequence is None:
+                return index
+        return None
+
+    def held(self) -> list[Sequence]:
+        return [s for s in self.slots if s is not None]
 
 
 class Direct(Strategy):
@@ -81,14 +90,15 @@ class Direct(Strategy):
 
     def add(self, sequence: Sequence) -> None:
         for lane in self.lanes:
-            if len(lane.sequences) < lane.slots:
-                self._assign(sequence, lane)
+            slot = lane.free_slot()
+            if slot is not None:
+                self._assign(sequence, lane, slot)
                 return
         self.backlog.append(sequence)
 
-    def _assign(self, sequence: Sequence, lane: Lane) -> None:
+    def _assign(self, sequence: Sequence, lane: Lane, slot: int) -> None:
         sequence.lane = lane
-        lane.sequences.append(sequence)
+        lane.slots[slot] = sequence
         if sequence.pending:
             self.ready(sequence)
 
@@ -107,33 +117,39 @@ class Direct(Strategy):
             with contextlib.suppress(ValueError):
                 self.backlog.remove(sequence)
             return
-        lane.sequences.remove(sequence)
+        slot = lane.slots.index(sequence)
+        lane.slots[slot] = None
         sequence.lane = None
-        while self.backlog and len(lane.sequences) < lane.slots:
-            self._assign(self.backlog.popleft(), lane)
+        if self.backlog:
+            self._assign(self.backlog.popleft(), lane, slot)
 
     def sequences(self) -> list[Sequence]:
-        return [s for lane in self.lanes for s in lane.sequences] + list(self.backlog)
+        return [s for lane in self.lanes for s in lane.held()] + list(self.backlog)
 
     def _lane_ended(self, lane: Lane, task: asyncio.Task[None]) -> None:
         lane.task = None
-        self.owner.loop_failed(task, lane.sequences)
+        self.owner.loop_failed(task, lane.held())
 
     async def _lane_loop(self, lane: Lane) -> None:
+        """Each batch holds rows 0 to the last slot with a request; a slot between them without
+        one gets a null request (READY false), as in Triton, so every row stays its slot's."""
         while True:
-            ready = [s for s in lane.sequences if s.pending and not s.busy]
+            rows = [s if s is not None and s.pending and not s.busy else None for s in lane.slots]
+            ready = [s for s in rows if s is not None]
             if not ready:
                 lane.wake.clear()
                 await lane.wake.wait()
                 continue
-            if self.delay_ns and len(ready) / lane.slots < self.min_utilization:
+            if self.delay_ns and len(ready) / len(lane.slots) < self.min_utilization:
                 waited = time.perf_counter_ns() - min(s.pending[0].enqueued_ns for s in ready)
                 if waited < self.delay_ns:
                     lane.wake.clear()
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(lane.wake.wait(), (self.delay_ns - waited) / 1e9)
                     continue
-            await self.owner.run(lane.instance, ready[: lane.slots], None)
+            while rows[-1] is None:
+                rows.pop()
+            await self.owner.run(lane.instance, rows, None)
 
     async def stop(self) -> None:
         for lane in self.lanes:
