@@ -422,8 +422,7 @@ async def _awaited(value: Any) -> Any:
 
 def main() -> None:
     tune_malloc()
-    fd = int(sys.argv[1])
-    inbound_name, outbound_name = sys.argv[2], sys.argv[3]
+    fd, inbound_name, outbound_name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     sys.argv = [""]  # as in Triton's embedded interpreter: the model sees no arguments of ours
     # As Triton's stub: a Ctrl-C or SIGTERM meant for the server's process group must not end
     # the worker before the server has had it finalize the model.
