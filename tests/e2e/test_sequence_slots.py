@@ -12,6 +12,7 @@ import urllib.request
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from tests.helpers import Server, write_model
 
@@ -68,14 +69,14 @@ class TritonPythonModel:
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     write_model(repo, "slots", CONFIG, MODEL)
+    write_model(repo, "one_slot", CONFIG.replace("max_batch_size: 4", "max_batch_size: 1"), MODEL)
     with Server(repo) as running:
         yield running
 
 
-def _step(client, sequence: int, value: int, start: bool = False, end: bool = False) -> dict[str, int]:
-    tensor = httpclient.InferInput("INPUT", [1, 1], "INT32")
-    tensor.set_data_from_numpy(np.array([[value]], dtype=np.int32))
-    result = client.infer("slots", [tensor], sequence_id=sequence, sequence_start=start, sequence_end=end)
+def _step(client, sequence: int, value: int, start: bool = False, end: bool = False, model: str = "slots",
+          **options) -> dict[str, int]:
+    result = client.infer(model, [_input(value)], sequence_id=sequence, sequence_start=start, sequence_end=end, **options)
     return {name: int(result.as_numpy(name).reshape(-1)[0]) for name in ("SUM", "ROW", "NULLS", "NULL_CORRIDS")}
 
 
@@ -112,3 +113,30 @@ def test_null_requests_are_not_counted(server):
     assert after["inference_count"] - before["inference_count"] == 4
     assert after["execution_count"] - before["execution_count"] == 4
     assert after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"] == 4
+
+
+def test_a_sequence_whose_timeout_runs_out_in_the_backlog_is_rejected(server):
+    """One slot, held by a sequence that has not ended: a new sequence waits in the backlog, and
+    when the `timeout` of its requests runs out first, all of them fail together (REJECTED).
+    One that gets the slot in time runs, whatever its timeout."""
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=4)
+    assert _step(client, 301, 1, start=True, model="one_slot")["SUM"] == 1
+    waiting = client.async_infer(
+        "one_slot", [_input(7)], sequence_id=302, sequence_start=True, timeout=200_000)
+    with pytest.raises(InferenceServerException) as info:
+        waiting.get_result()
+    assert info.value.message() == "timeout of the corresponding sequence has been expired"
+    assert info.value.status() == "503"
+    with pytest.raises(InferenceServerException, match="must specify the START flag"):
+        _step(client, 302, 1, model="one_slot")  # forgotten with its requests
+
+    in_time = client.async_infer(
+        "one_slot", [_input(5)], sequence_id=303, sequence_start=True, sequence_end=True, timeout=5_000_000)
+    assert _step(client, 301, 1, end=True, model="one_slot")["SUM"] == 2  # frees the slot
+    assert int(in_time.get_result().as_numpy("SUM").reshape(-1)[0]) == 5
+
+
+def _input(value: int) -> httpclient.InferInput:
+    tensor = httpclient.InferInput("INPUT", [1, 1], "INT32")
+    tensor.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+    return tensor

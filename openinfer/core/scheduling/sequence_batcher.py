@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
 from pathlib import Path
 
 from ..._proto import model_config_pb2 as mc
@@ -117,6 +118,8 @@ class SequenceBatcher(Scheduler):
             return
         sequence.pending.append(Entry(request, sender))
         self._arm(sequence)
+        if request.timeout_us and self.strategy.waiting(sequence):
+            self._expire_at(sequence, time.monotonic_ns() + request.timeout_us * 1000)
         if request.sequence_end or sequence.single:
             self._close(sequence)
         self.strategy.ready(sequence)
@@ -190,6 +193,32 @@ class SequenceBatcher(Scheduler):
         self._close(sequence)
         self._release_if_done(sequence)
 
+    def _expire_at(self, sequence: Sequence, deadline_ns: int) -> None:
+        """As Triton: a sequence still in the backlog when the earliest `timeout` of its
+        requests runs out is rejected whole; one that has its slot by then is not."""
+        if sequence.expires_ns and sequence.expires_ns <= deadline_ns:
+            return
+        sequence.expires_ns = deadline_ns
+        if sequence.expiry is not None:
+            sequence.expiry.cancel()
+        loop = asyncio.get_running_loop()
+        sequence.expiry = loop.call_later(max(deadline_ns - time.monotonic_ns(), 0) / 1e9, self._expired, sequence)
+
+    def _expired(self, sequence: Sequence) -> None:
+        sequence.expiry = None
+        if not self.strategy.waiting(sequence):
+            return
+        self._close(sequence)
+        self.strategy.remove(sequence)
+        if sequence.timer is not None:
+            sequence.timer.cancel()
+            sequence.timer = None
+        error = UnavailableError("timeout of the corresponding sequence has been expired")
+        while sequence.pending:
+            entry = sequence.pending.popleft()
+            entry.request.state.failure_reason = "REJECTED"
+            entry.sender.fail(error)
+
     # ---------------------------------------------------------------- execution
     async def run(
         self, instance: ModelInstance, rows: list[Sequence | None], ordering: OrderedRelease | None
@@ -249,8 +278,9 @@ class SequenceBatcher(Scheduler):
         await self.strategy.stop()
         error = UnavailableError(f"model '{self.model_name}' was unloaded before the request ran")
         for sequence in self.strategy.sequences():
-            if sequence.timer is not None:
-                sequence.timer.cancel()
+            for timer in (sequence.timer, sequence.expiry):
+                if timer is not None:
+                    timer.cancel()
             while sequence.pending:
                 sequence.pending.popleft().sender.fail(error)
         self.active.clear()

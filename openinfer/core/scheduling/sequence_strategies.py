@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 class Sequence:
     """One live sequence: its waiting requests, its state and where it runs."""
 
-    __slots__ = ("busy", "ended", "id", "lane", "pending", "single", "state", "timer")
+    __slots__ = ("busy", "ended", "expires_ns", "expiry", "id", "lane", "pending", "single", "state", "timer")
 
     def __init__(self, sequence_id: int | str) -> None:
         self.id = sequence_id
@@ -35,6 +35,9 @@ class Sequence:
         self.single = False  # made by the iterative sequencer for one request
         self.lane: Lane | None = None
         self.timer: asyncio.TimerHandle | None = None
+        #: While it waits in the backlog: when its requests' `timeout` runs out, and the timer.
+        self.expires_ns = 0
+        self.expiry: asyncio.TimerHandle | None = None
 
 
 class Strategy:
@@ -51,6 +54,10 @@ class Strategy:
 
     def sequences(self) -> list[Sequence]:
         raise NotImplementedError
+
+    def waiting(self, sequence: Sequence) -> bool:
+        """In the backlog: no slot (direct) or candidate place (oldest) yet."""
+        return sequence in self.backlog  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
         raise NotImplementedError
