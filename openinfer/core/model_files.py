@@ -5,6 +5,7 @@ folder a load with file overrides writes."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -13,6 +14,8 @@ from pathlib import Path
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from .errors import InvalidArgumentError
+
+log = logging.getLogger("openinfer.repository")
 
 
 def read_config(model_dir: Path, override: str | None, file_name: str | None, required: bool = False) -> mc.ModelConfig:
@@ -29,6 +32,10 @@ def read_config(model_dir: Path, override: str | None, file_name: str | None, re
     return configs.parse_config_text(text) if text is not None else mc.ModelConfig()
 
 
+#: Folders of a model that are not versions: Triton's warm-up data, initial states and configs.
+_NOT_VERSIONS = frozenset({"warmup", "initial_state", "configs"})
+
+
 def version_dirs(model_dir: Path) -> list[int]:
     """The numbered version folders under a model directory, in order."""
     versions = []
@@ -37,7 +44,13 @@ def version_dirs(model_dir: Path) -> list[int]:
     except OSError:
         return []
     for name in names:
-        if name.isdigit() and not name.startswith("0") and (model_dir / name).is_dir():
+        if name in _NOT_VERSIONS or not (model_dir / name).is_dir():
+            continue
+        if len(name) > 1 and name.startswith("0"):
+            log.warning("ignore version directory '%s' which contains leading zeros in its directory name", name)
+        elif not name.isdigit():
+            log.warning("ignore version directory '%s' which fails to convert to integral number", name)
+        elif name != "0":
             versions.append(int(name))
     return sorted(versions)
 

@@ -22,9 +22,9 @@ from . import config as configs
 from . import model_files
 from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError
 from .model import LoadedModel
+from .model_entries import ModelEntry, State, VersionRecord, serving_model
 from .storage import RemoteRepository, StorageError
 from .version_loader import VersionLoader
-from .versions import parse_version
 
 log = logging.getLogger("openinfer.repository")
 
@@ -36,38 +36,6 @@ class ControlMode(enum.Enum):
     NONE = "none"
     POLL = "poll"
     EXPLICIT = "explicit"
-
-
-class State(enum.Enum):
-    UNKNOWN = "UNKNOWN"
-    READY = "READY"
-    UNAVAILABLE = "UNAVAILABLE"
-    LOADING = "LOADING"
-    UNLOADING = "UNLOADING"
-
-
-@dataclass
-class VersionRecord:
-    version: int
-    state: State
-    reason: str = ""
-    model: LoadedModel | None = None
-
-
-@dataclass
-class ModelEntry:
-    name: str
-    versions: dict[int, VersionRecord] = field(default_factory=dict)
-    fingerprint: str = ""
-    override_dir: Path | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    #: models loaded because this one (an ensemble) needs them; `unload_dependents` unloads them.
-    composing: list[str] = field(default_factory=list)
-    #: Why the last poll of this model failed ("" once one succeeds): no state comes of it.
-    poll_error: str = ""
-
-    def ready_versions(self) -> list[int]:
-        return sorted(v for v, r in self.versions.items() if r.state is State.READY)
 
 
 @dataclass
@@ -130,26 +98,7 @@ class ModelRepository:
 
     def get(self, name: str, version: str = "") -> LoadedModel:
         """The model that serves a request, with Triton's errors for every miss."""
-        entry = self.entries.get(name)
-        if entry is None or not entry.versions:
-            raise NotFoundError(f"Request for unknown model: '{name}' is not found")
-        number = parse_version(version)
-        if number is None:  # the newest READY version (a loop: this runs for every request)
-            newest = None
-            for record in entry.versions.values():
-                if record.state is State.READY and (newest is None or record.version > newest.version):
-                    newest = record
-            if newest is None or newest.model is None:
-                raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
-            return newest.model
-        record = entry.versions.get(number)
-        if record is None:
-            raise NotFoundError(f"Request for unknown model: '{name}' version {number} is not found")
-        if record.state is not State.READY or record.model is None:
-            raise UnavailableError(
-                f"Request for unknown model: '{name}' version {number} is not at ready state"
-            )
-        return record.model
+        return serving_model(self.entries.get(name), name, version)
 
     def ready_versions(self, name: str) -> list[int]:
         entry = self.entries.get(name)
@@ -167,14 +116,7 @@ class ModelRepository:
 
     def all_ready(self) -> bool:
         """Triton's strict readiness: every model with a state is READY (unloaded ones aside)."""
-        for entry in self.entries.values():
-            for record in entry.versions.values():
-                if record.state is State.READY:
-                    continue
-                if record.state is State.UNAVAILABLE and record.reason == "unloaded":
-                    continue
-                return False
-        return True
+        return all(entry.settled() for entry in self.entries.values())
 
     def index(self, ready_only: bool = False) -> list[dict[str, str]]:
         rows: list[dict[str, str]] = []
@@ -295,6 +237,9 @@ class ModelRepository:
             if model_dir is None:
                 if not entry.versions:
                     self.entries.pop(name, None)
+                where = sum((p / name).is_dir() for p in self.paths)
+                log.error("failed to poll model '%s': %s", name, "not unique across all model repositories"
+                          if where > 1 else "model not found in any model repository.")
                 raise NotFoundError(f"failed to load '{name}', failed to poll from model repository")
             if entry.override_dir is not None:  # back to the repository's files
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
@@ -353,34 +298,42 @@ class ModelRepository:
     def _settle(
         self, entry: ModelEntry, versions: list[int], results: list, old: dict[int, VersionRecord], elapsed: float
     ) -> list[str]:
-        """Record each version's load result: READY, the old copy kept serving when a reload
-        failed, or UNAVAILABLE with its reason; retire what was replaced or fell out of the
-        version policy. Returns the failures."""
+        """Record a load's outcome, all or nothing as in Triton. When every version loaded they
+        are READY, and what they replace or what fell out of the version policy is retired.
+        When one failed it is UNAVAILABLE with its reason, the versions that did load are
+        unloaded again, and what served before keeps serving. Returns the failures."""
         name = entry.name
-        failures: list[str] = []
+        failures = [
+            f"version {v} is at UNAVAILABLE state: {r.message if isinstance(r, OpenInferError) else repr(r)}"
+            for v, r in zip(versions, results) if not isinstance(r, LoadedModel)
+        ]
         for version, result in zip(versions, results):
-            if isinstance(result, LoadedModel):
+            previous = old.get(version)
+            if isinstance(result, LoadedModel) and not failures:
                 result.stats.load_duration_s = elapsed
                 entry.versions[version] = VersionRecord(version, State.READY, "", result)
-                log.info("successfully loaded '%s' version %d", name, version)
+                continue
+            if isinstance(result, LoadedModel):
+                asyncio.ensure_future(self._retire(result))
+                reason = "unloaded"
             else:
                 reason = result.message if isinstance(result, OpenInferError) else repr(result)
-                failures.append(f"version {version} is at UNAVAILABLE state: {reason}")
-                previous = old.get(version)
-                if previous is not None and previous.model is not None:
-                    # A failing reload keeps the old model serving.
-                    entry.versions[version] = previous
-                    old.pop(version)
-                else:
-                    entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, reason)
-        # Retire versions that were replaced or fell out of the policy.
-        for version, record in old.items():
+            if previous is not None and previous.model is not None:
+                entry.versions[version] = previous  # the failed reload leaves the old one serving
+                old.pop(version)
+            else:
+                entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, reason)
+        if failures:
+            log.info("failed to load '%s'", name)
+            return failures
+        for version, record in old.items():  # replaced, or out of the version policy now
             if record.model is not None and entry.versions.get(version) is not record:
                 asyncio.ensure_future(self._retire(record.model))
             if version not in versions:
                 entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
                 if record.model is not None:
                     asyncio.ensure_future(self._retire(record.model))
+        log.info("successfully loaded '%s'", name)
         return failures
 
     async def _load_composing(self, entry: ModelEntry, config: mc.ModelConfig) -> None:
@@ -436,6 +389,8 @@ class ModelRepository:
         if unload_dependents:
             for dep in composing:
                 await self.unload(dep, unload_dependents=True)
+        for other in [n for n, e in self.entries.items() if n != name and name in e.steps()]:
+            await self.unload(other)  # as Triton: an ensemble goes with a model it runs
 
     async def _retire(self, model: LoadedModel) -> None:
         """Let in-flight requests finish, then stop the instances."""

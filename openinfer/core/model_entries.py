@@ -1,0 +1,81 @@
+"""A model's versions as the repository keeps them: each version's state and the loaded model
+serving it, and the answers requests get from them, in Triton's words."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import NotFoundError, UnavailableError
+from .model import LoadedModel
+from .versions import parse_version
+
+
+class State(enum.Enum):
+    UNKNOWN = "UNKNOWN"
+    READY = "READY"
+    UNAVAILABLE = "UNAVAILABLE"
+    LOADING = "LOADING"
+    UNLOADING = "UNLOADING"
+
+
+@dataclass
+class VersionRecord:
+    version: int
+    state: State
+    reason: str = ""
+    model: LoadedModel | None = None
+
+
+@dataclass
+class ModelEntry:
+    name: str
+    versions: dict[int, VersionRecord] = field(default_factory=dict)
+    fingerprint: str = ""
+    override_dir: Path | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: models loaded because this one (an ensemble) needs them; `unload_dependents` unloads them.
+    composing: list[str] = field(default_factory=list)
+    #: Why the last poll of this model failed ("" once one succeeds): no state comes of it.
+    poll_error: str = ""
+
+    def ready_versions(self) -> list[int]:
+        return sorted(v for v, r in self.versions.items() if r.state is State.READY)
+
+    def steps(self) -> set[str]:
+        """The models a loaded version runs as ensemble steps."""
+        return {
+            step.model_name
+            for record in self.versions.values() if record.model is not None
+            for step in record.model.config.ensemble_scheduling.step
+        }
+
+    def settled(self) -> bool:
+        """Every version READY, or unloaded on purpose: what strict readiness asks of a model."""
+        return all(
+            r.state is State.READY or (r.state is State.UNAVAILABLE and r.reason == "unloaded")
+            for r in self.versions.values()
+        )
+
+
+def serving_model(entry: ModelEntry | None, name: str, version: str) -> LoadedModel:
+    """The model that serves a request for `name` (and `version`, "" for the newest)."""
+    if entry is None or not entry.versions:
+        raise NotFoundError(f"Request for unknown model: '{name}' is not found")
+    number = parse_version(version)
+    if number is None:  # the newest READY version (a loop: this runs for every request)
+        newest = None
+        for record in entry.versions.values():
+            if record.state is State.READY and (newest is None or record.version > newest.version):
+                newest = record
+        if newest is None or newest.model is None:
+            raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
+        return newest.model
+    record = entry.versions.get(number)
+    if record is None:
+        raise NotFoundError(f"Request for unknown model: '{name}' version {number} is not found")
+    if record.state is not State.READY or record.model is None:
+        raise UnavailableError(f"Request for unknown model: '{name}' version {number} is not at ready state")
+    return record.model
