@@ -80,7 +80,7 @@ def _repositories(specs: list[str] | tuple[str, ...]) -> tuple[list[Path], list[
     """Local folders and object-storage repositories (`s3://`, `gs://`, `as://`), in order."""
     local: list[Path] = []
     remotes: list[RemoteRepository] = []
-    for spec in specs:
+    for spec in dict.fromkeys(specs):  # a path given twice is one repository, as in Triton
         if storage.is_remote(spec):
             try:
                 remotes.append(storage.open_remote(spec))

@@ -6,6 +6,7 @@ checks that make a broken config an UNAVAILABLE model with a readable reason.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,44 @@ def parse_config_text(text: str) -> mc.ModelConfig:
 
 
 def parse_config_json(text: str) -> mc.ModelConfig:
-    """A config override sent with a load request (protobuf JSON, unknown fields refused)."""
+    """A config override sent with a load request (protobuf JSON, unknown fields refused).
+    As leniently as Triton's C++ parser reads it: one object where a list is due is a list of
+    one, and enum names match in any case (`"kind": "kind_cpu"`)."""
     config = mc.ModelConfig()
     try:
-        json_format.Parse(text, config, ignore_unknown_fields=False)
-    except (json_format.ParseError, ValueError) as exc:
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise ValueError("the configuration must be a JSON object")
+        json_format.ParseDict(_lenient(document, config.DESCRIPTOR), config, ignore_unknown_fields=False)
+    except (json_format.ParseError, ValueError, TypeError) as exc:
         raise InvalidArgumentError(f"Invalid config override: {exc}") from exc
     return config
+
+
+def _repeated(field: Any) -> bool:
+    if hasattr(field, "is_repeated"):  # protobuf 6 and later (`label` is deprecated there)
+        return bool(field.is_repeated)
+    return bool(field.label == field.LABEL_REPEATED)
+
+
+def _lenient(document: dict, descriptor: Any) -> dict:
+    out = {}
+    for key, value in document.items():
+        field = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
+        if field is None:
+            out[key] = value  # refused by the parser, with its words
+            continue
+        is_map = field.message_type is not None and field.message_type.GetOptions().map_entry
+        if _repeated(field) and not is_map and not isinstance(value, list):
+            value = [value]
+        items = value if isinstance(value, list) else [value]
+        if field.message_type is not None and not is_map:
+            items = [_lenient(v, field.message_type) if isinstance(v, dict) else v for v in items]
+        elif field.enum_type is not None:
+            names = {n.lower(): n for n in field.enum_type.values_by_name}
+            items = [names.get(v.lower(), v) if isinstance(v, str) else v for v in items]
+        out[key] = items if isinstance(value, list) else items[0]
+    return out
 
 
 def resolve_backend(config: mc.ModelConfig, version_dir: Path | None) -> str:
