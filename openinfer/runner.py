@@ -286,7 +286,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
         )
         metrics = listener(
             metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
-            **_TRITON_LISTENER,
+            service="Metrics", **_TRITON_LISTENER,
         )
         fronts.uvicorn_servers.append(metrics)
         fronts.tasks.append(asyncio.create_task(metrics.serve()))

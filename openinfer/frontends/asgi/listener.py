@@ -22,6 +22,8 @@ class Listener(uvicorn.Server):
     #: Bind with SO_REUSEPORT, so other servers that set it too listen on the same port and the
     #: kernel spreads new connections between them (uvicorn's own binding has no such option).
     reuse_port = False
+    #: The service's name in Triton's start-up failure ("HTTP", "Metrics").
+    service = "HTTP"
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -32,15 +34,20 @@ class Listener(uvicorn.Server):
             try:
                 sockets = [_reusable_socket(self.config.host, self.config.port)]
             except OSError as exc:  # ends the task, as uvicorn's own failed bind does
-                log.error("cannot listen on %s:%d: %s", self.config.host, self.config.port, exc.strerror or exc)
+                log.error("%s (%s)", self._not_started(), exc.strerror or exc)
                 return
         try:
             await super().serve(sockets=sockets)
         except SystemExit:
             # uvicorn exits the process when it cannot bind; the runner stops the server in order
-            # instead, and says so (uvicorn has logged why).
+            # instead, and says so (uvicorn has logged why, Triton's words follow).
             if self.started:
                 raise
+            log.error("%s", self._not_started())
+
+    def _not_started(self) -> str:
+        return f"failed to start {self.service} service: Unavailable - Socket '{self.config.host}:{self.config.port}' " \
+            "already in use"
 
 
 def _reusable_socket(host: str, port: int) -> socket.socket:
@@ -61,7 +68,7 @@ def _reusable_socket(host: str, port: int) -> socket.socket:
 
 def listener(
     app: Any, host: str, port: int, *, client_timeout: float = DEFAULT_TIMEOUT_SECS, reuse_port: bool = False,
-    **config: Any,
+    service: str = "HTTP", **config: Any,
 ) -> Listener:
     """A listener for `app`: the fast protocol (with slow-client deadlines) where the installed
     uvicorn allows it, uvicorn's own otherwise. `config` overrides uvicorn.Config's defaults
@@ -78,5 +85,5 @@ def listener(
         **config,
     }
     server = Listener(uvicorn.Config(app, host=host, port=port, **settings))
-    server.reuse_port = reuse_port
+    server.reuse_port, server.service = reuse_port, service
     return server

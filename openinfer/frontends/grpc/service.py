@@ -363,7 +363,7 @@ async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy
     except RuntimeError:
         bound = 0
     if bound == 0:
-        raise OSError(f"failed to bind the gRPC server to {address} (address in use?)")
+        raise OSError(f"failed to start GRPC service: Unavailable - Socket '{address}' already in use")
     await grpc_server.start()
     return grpc_server
 

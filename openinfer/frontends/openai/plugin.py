@@ -83,6 +83,7 @@ class OpenAIPlugin:
             access_log=options.log_level in ("debug", "trace"),
             log_level=options.log_level,
             timeout_keep_alive=5,
+            service="OpenAI",
         )
 
         async def serve() -> None:
