@@ -13,9 +13,9 @@ from pathlib import Path
 from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
-from .core import otel, storage
+from .core import gpu_limit, otel, storage
 from .core.cache import parse_cache_config
-from .core.errors import InvalidArgumentError
+from .core.errors import InvalidArgumentError, OpenInferError
 from .core.logsettings import LogSettings
 from .core.repository import ControlMode, RepositoryOptions
 from .core.server import InferenceServer, ServerOptions, ServerServices
@@ -62,6 +62,17 @@ def _trace_specs(args: Settings) -> list[str]:
     return specs + list(args.trace_config)
 
 
+def _cache_specs(args: Settings) -> list[str]:
+    """`--cache-config`, and the deprecated `--response-cache-byte-size` in its syntax."""
+    size = getattr(args, "response_cache_byte_size", None)
+    if size is None:
+        return list(args.cache_config)
+    print(f"Warning: '--response-cache-byte-size' has been deprecated! This will default to the 'local' cache "
+          f"implementation with the provided byte size for its config. Please use '--cache-config' instead. The "
+          f"equivalent --cache-config CLI args would be: '--cache-config=local,size={size}'", file=sys.stderr)
+    return [f"local,size={size}", *args.cache_config]
+
+
 def _backend_config(specs: list[str], backend_directory: str | None = None) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     if backend_directory:  # every backend sees it, as Triton passes it in each backend's cmdline config
@@ -93,6 +104,13 @@ def _repositories(specs: list[str] | tuple[str, ...]) -> tuple[list[Path], list[
     return local, remotes
 
 
+def _gpu_limits(values: list[str]) -> dict[int, float]:
+    try:
+        return gpu_limit.parse(values)
+    except ValueError as exc:
+        raise SystemExit(f"error: --model-load-gpu-limit: {exc}") from None
+
+
 def server_options(args: Settings) -> ServerOptions:
     """The core's options from the command line; a flag the server cannot take ends the process."""
     mode = ControlMode(args.model_control_mode)
@@ -110,6 +128,8 @@ def server_options(args: Settings) -> ServerOptions:
         backend_config=_backend_config(args.backend_config, args.backend_directory),
         exit_timeout_secs=args.exit_timeout_secs,
         remotes=remotes,
+        load_retry=max(args.model_load_retry_count, 0),
+        gpu_limits=_gpu_limits(args.model_load_gpu_limit),
     )
     return ServerOptions(
         model_repositories=local + [remote.local for remote in remotes],
@@ -141,7 +161,7 @@ def build_server(args: Settings, log_settings: LogSettings | None = None, plugin
         if otel_config is not None:
             trace.use_opentelemetry(otel.OtelTracing(otel_config))
         metrics = MetricsConfig.parse(list(args.metrics_config))
-        cache = parse_cache_config(list(args.cache_config))
+        cache = parse_cache_config(_cache_specs(args))
     except ImportError as exc:
         raise SystemExit(
             f"error: --trace-config mode=opentelemetry needs {exc.name}: install openinfer's 'otel' extra"
@@ -243,7 +263,8 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
     listener is up or one has failed (`Frontends.failed`). Raises ValueError on a bad access
     rule and OSError when gRPC cannot bind."""
     from .frontends.asgi.listener import listener
-    from .frontends.grpc.service import start_grpc
+    from .frontends.grpc import transport_options
+    from .frontends.grpc.service import Binding, start_grpc
     from .frontends.http import handlers
     from .frontends.http.app import HttpApp, HttpOptions
     from .frontends.metrics import metrics_app
@@ -254,7 +275,10 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
     allow_metrics = args.allow_metrics and built.kserve_frontends
     fronts = Frontends()
     if args.allow_grpc and built.kserve_frontends:
-        target = grpc_target(args.grpc_address, args.grpc_port)
+        binding = Binding(
+            grpc_target(args.grpc_address, args.grpc_port), args.reuse_grpc_port,
+            tuple(transport_options.channel_options(args)), transport_options.server_credentials(args),
+        )
         compression = None
         if args.grpc_infer_response_compression_level != "none":
             import grpc
@@ -263,8 +287,8 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
             low = args.grpc_infer_response_compression_level == "low"
             compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         fronts.grpc_server = await start_grpc(
-            server, target, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
-            rpcs=protocol_extensions.grpc_rpcs(), reuse_port=args.reuse_grpc_port,
+            server, binding, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
+            rpcs=protocol_extensions.grpc_rpcs(),
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
     if allow_http:
@@ -308,10 +332,14 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
 
 
 async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
+    from .frontends.grpc import transport_options
+
     try:  # refused before any model loads
         access_policies(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if args.allow_grpc:
+            transport_options.server_credentials(args)  # TLS files that cannot be read
+    except (ValueError, OpenInferError) as exc:
+        print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
     built, plugins = compose(args, log_settings)
     server = built.server

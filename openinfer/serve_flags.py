@@ -34,6 +34,13 @@ def integer(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got '{value}'") from None
 
 
+def positive(value: str) -> int:
+    number = integer(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got '{value}'")
+    return number
+
+
 def port(value: str) -> int:
     try:
         number = int(value)
@@ -143,6 +150,8 @@ def _repository(p: argparse.ArgumentParser) -> None:
                    help="read configs/<NAME>.pbtxt instead of config.pbtxt where a model has one")
     g.add_argument("--model-load-thread-count", type=integer, default=4, metavar="N",
                    help="accepted for compatibility: models load concurrently on the event loop")
+    g.add_argument("--model-load-retry-count", type=integer, default=0, metavar="N",
+                   help="try a version that fails to load this many times more before giving up")
 
 
 def _http(p: argparse.ArgumentParser) -> None:
@@ -182,6 +191,36 @@ def _grpc(p: argparse.ArgumentParser) -> None:
                    default="none", help="compress inference responses: low uses gzip, medium and high deflate")
     g.add_argument("--grpc-infer-thread-count", type=integer, default=2, metavar="N",
                    help="accepted for compatibility: gRPC runs on the event loop")
+    g.add_argument("--grpc-infer-allocation-pool-size", type=integer, default=8, metavar="N",
+                   help="accepted for compatibility: openinfer keeps no pool of response objects")
+    g.add_argument("--grpc-max-response-pool-size", type=positive, default=None, metavar="N",
+                   help="accepted for compatibility (must be greater than 0): no response pool")
+    _grpc_transport(g)
+
+
+def _grpc_transport(g: argparse._ArgumentGroup) -> None:
+    """TLS and HTTP/2 keep-alive: gRPC's own channel arguments, under tritonserver's names."""
+    _bool_flag(g, "--grpc-use-ssl", False, "serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
+    _bool_flag(g, "--grpc-use-ssl-mutual", False,
+               "serve gRPC over TLS and require client certificates signed by --grpc-root-cert")
+    g.add_argument("--grpc-server-cert", default="", metavar="PATH", help="PEM file of the server's certificate")
+    g.add_argument("--grpc-server-key", default="", metavar="PATH", help="PEM file of the server's private key")
+    g.add_argument("--grpc-root-cert", default="", metavar="PATH",
+                   help="PEM file of the root certificates client certificates are checked against")
+    keepalive = (
+        ("--grpc-keepalive-time", 7200000, "MS", "time between keep-alive pings the server sends"),
+        ("--grpc-keepalive-timeout", 20000, "MS", "time to wait for a ping's answer before closing"),
+        ("--grpc-http2-max-pings-without-data", 2, "N", "pings allowed with no data frame sent (0: no limit)"),
+        ("--grpc-http2-min-recv-ping-interval-without-data", 300000, "MS",
+         "time a client must leave between pings with no data, else a ping strike"),
+        ("--grpc-http2-max-ping-strikes", 2, "N", "bad pings tolerated before GOAWAY (0: any number)"),
+        ("--grpc-max-connection-age", None, "MS", "time a connection may live (default: no limit)"),
+        ("--grpc-max-connection-age-grace", None, "MS", "time granted after the maximum age"),
+    )
+    for name, default, metavar, text in keepalive:
+        g.add_argument(name, type=integer, default=default, metavar=metavar, help=text)
+    _bool_flag(g, "--grpc-keepalive-permit-without-calls", False,
+               "let clients send keep-alive pings with no call in flight")
 
 
 def _metrics(p: argparse.ArgumentParser) -> None:
@@ -217,6 +256,8 @@ def _cache(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("Response Cache")
     g.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
                    help="enable the response cache, e.g. local,size=1048576; repeatable")
+    g.add_argument("--cache-directory", default="", metavar="DIR",
+                   help="accepted for compatibility: only the built-in 'local' cache exists")
 
 
 def _memory(p: argparse.ArgumentParser) -> None:
@@ -228,6 +269,14 @@ def _memory(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda-memory-pool-byte-size", type=parse_cuda_pool, action="append", default=[],
                    metavar="<GPU device ID>:<pool byte size>",
                    help="accepted for compatibility: no effect (openinfer keeps no CUDA memory pool)")
+    g.add_argument("--model-load-gpu-limit", action="append", default=[], metavar="<device_id>:<fraction>",
+                   help="refuse a model whose GPU instances leave this device's memory more used than the "
+                   "fraction; repeatable")
+    for name in ("--cuda-virtual-address-size", "--min-supported-compute-capability", "--enable-peer-access",
+                 "--buffer-manager-thread-count", "--host-policy"):
+        g.add_argument(name, action="append", default=[], metavar="VALUE",
+                       help="accepted for compatibility: no effect (CUDA pools, peer access, NUMA and "
+                       "buffer threads are Triton's C++ core's)")
 
 
 def _deprecated(p: argparse.ArgumentParser) -> None:
@@ -240,6 +289,8 @@ def _deprecated(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trace-count", type=integer, default=None, metavar="N", help="use --trace-config count=<n>")
     g.add_argument("--trace-log-frequency", type=integer, default=None, metavar="N",
                    help="use --trace-config triton,log-frequency=<n>")
+    g.add_argument("--response-cache-byte-size", type=integer, default=None, metavar="BYTES",
+                   help="use --cache-config local,size=<bytes>")
 
 
 def serve_parser() -> FlagParser:

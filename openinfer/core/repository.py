@@ -51,6 +51,10 @@ class RepositoryOptions:
     exit_timeout_secs: float = 30.0
     #: Object-storage repositories; each one's local copy is also one of the repository paths.
     remotes: list[RemoteRepository] = field(default_factory=list)
+    #: `--model-load-retry-count`: more tries for a version that fails to load.
+    load_retry: int = 0
+    #: `--model-load-gpu-limit`: the largest used fraction of each GPU's memory after a load.
+    gpu_limits: dict[int, float] = field(default_factory=dict)
 
 
 class ModelRepository:
@@ -262,13 +266,25 @@ class ModelRepository:
                 entry.versions[version] = VersionRecord(version, State.LOADING)
         started = time.monotonic()
         results = await asyncio.gather(
-            *(self.loader.load(name, version, config, model_dir) for version in versions),
+            *(self._load_version(name, version, config, model_dir) for version in versions),
             return_exceptions=True,
         )
         failures = self._settle(entry, versions, results, old, time.monotonic() - started)
         entry.fingerprint = fingerprint
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+
+    async def _load_version(self, name: str, version: int, config: mc.ModelConfig, model_dir: Path) -> LoadedModel:
+        """One version, tried again up to `--model-load-retry-count` times when it fails."""
+        tries_left = self.options.load_retry
+        while True:
+            try:
+                return await self.loader.load(name, version, config, model_dir)
+            except Exception as exc:
+                if tries_left <= 0:
+                    raise
+                tries_left -= 1
+                log.warning("failed to load '%s' version %d, trying again: %s", name, version, exc)
 
     def _polled_config(
         self, entry: ModelEntry, model_dir: Path, config_override: str | None, fingerprint: str

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
+from . import gpu_limit
 from .backend import Backend, InstanceSpec, ModelContext, ModelHost
 from .errors import InvalidArgumentError
 from .model import LoadedModel
@@ -99,6 +100,11 @@ class VersionLoader:
             await self.stop(model)
             raise
         model.refresh_specs()
+        try:
+            gpu_limit.check(name, version_config, self.options.gpu_limits)
+        except BaseException:
+            await self.stop(model)
+            raise
         try:  # a scheduler refuses a bad batching config; the instances must not outlive it
             model.scheduler = self.schedulers(model, InstancePool(model.instances))
         except BaseException:

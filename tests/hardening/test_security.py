@@ -21,7 +21,7 @@ from openinfer._proto import grpc_service_pb2_grpc as pb_grpc
 from openinfer.backends.registry import BackendRegistry
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.frontends.access import AccessPolicy
-from openinfer.frontends.grpc.service import start_grpc
+from openinfer.frontends.grpc.service import Binding, start_grpc
 from openinfer.frontends.http import handlers
 from openinfer.frontends.http.app import HttpApp, HttpOptions
 from openinfer.frontends.openai.middleware import Access
@@ -76,7 +76,7 @@ def test_every_frontend_compares_restricted_values_in_constant_time(tmp_path, co
         results["http"] = [await _asgi(app, "/v2/health/live", [(b"key", v.encode())]) for v in (HTTP_SECRET, HTTP_SECRET[:-1] + "X")]
         # gRPC, through a real server on a free port
         port = free_port()
-        grpc_server = await start_grpc(core, f"127.0.0.1:{port}", AccessPolicy.parse([f"health:key={GRPC_SECRET}"]))
+        grpc_server = await start_grpc(core, Binding(f"127.0.0.1:{port}"), AccessPolicy.parse([f"health:key={GRPC_SECRET}"]))
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
             outcomes = []

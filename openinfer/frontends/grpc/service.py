@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -340,14 +341,26 @@ def compose_servicer(rpcs: Sequence[tuple[type, str | None]]) -> tuple[type, dic
     return type("InferenceServicer", bases, {}), groups
 
 
-async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy, extra: list[Callable] | None = None,
+@dataclass(frozen=True)
+class Binding:
+    """Where and how the gRPC server listens: `address` is `host:port` (IPv6 hosts in brackets);
+    `reuse_port` shares the port with other servers that set it (gRPC's own default is to share
+    it always, which would hide a second server started on a port already taken);
+    `channel_options` are gRPC channel arguments (keep-alive); `credentials` make it TLS."""
+
+    address: str
+    reuse_port: bool = False
+    channel_options: tuple[tuple[str, int], ...] = ()
+    credentials: grpc.ServerCredentials | None = None
+
+
+async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPolicy, extra: list[Callable] | None = None,
                      compression: grpc.Compression | None = None,
-                     rpcs: Sequence[tuple[type, str | None]] = (), reuse_port: bool = False) -> grpc.aio.Server:
-    """Bind and start the gRPC server; `address` is `host:port` (IPv6 hosts in brackets).
-    `rpcs`: the protocol extensions' servicer mixins, each with its restricted group.
-    `reuse_port`: share the port with other servers that set it (gRPC's own default is to share
-    it always, which would hide a second server started on a port already taken)."""
-    grpc_server = grpc.aio.server(options=[*GRPC_OPTIONS, ("grpc.so_reuseport", int(reuse_port))])
+                     rpcs: Sequence[tuple[type, str | None]] = ()) -> grpc.aio.Server:
+    """Bind and start the gRPC server. `rpcs`: the protocol extensions' servicer mixins, each
+    with its restricted group."""
+    options = [*GRPC_OPTIONS, *binding.channel_options, ("grpc.so_reuseport", int(binding.reuse_port))]
+    grpc_server = grpc.aio.server(options=options)
     servicer_cls, groups = compose_servicer(rpcs)
     servicer_cls = guarded(servicer_cls, access, groups)
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
@@ -358,8 +371,12 @@ async def start_grpc(server: InferenceServer, address: str, access: AccessPolicy
     health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), registry)
     for hook in extra or []:
         hook(grpc_server)
+    address = binding.address
     try:
-        bound = grpc_server.add_insecure_port(address)
+        if binding.credentials is None:
+            bound = grpc_server.add_insecure_port(address)
+        else:
+            bound = grpc_server.add_secure_port(address, binding.credentials)
     except RuntimeError:
         bound = 0
     if bound == 0:
