@@ -220,10 +220,10 @@ class ModelRepository:
                         "Load parameter 'config' must be specified for model file override"
                     )
                 model_dir = model_files.write_override_files(name, files)
-            except OpenInferError:
+            except OpenInferError as exc:
                 if not entry.versions and entry.override_dir is None:
                     self.entries.pop(name, None)  # a refused request leaves no trace in the index
-                raise
+                raise type(exc)(f"failed to load '{name}', failed to poll from model repository: {exc.message}") from exc
             entry.override_dir = model_dir
         else:
             try:

@@ -202,14 +202,16 @@ def test_config_and_file_overrides(http, grpc_client):
     assert _fp32(http, httpclient, "fresh_http", [[1, 2]]).tolist() == [[3, 6]]
 
     err = _error(lambda: http.load_model("fresh_http", files={"file:1/model.py": b"x = 1"}))
-    assert (err.status(), err.message()) == (
+    assert (err.status(), err.message()) == (  # Triton's prefix, then what was wrong
         "400",
+        "failed to load 'fresh_http', failed to poll from model repository: "
         "Load parameter 'config' must be specified for model file override",
     )
     err = _error(
         lambda: http.load_model("evil", config=config, files={"file:../../escape.py": b"x = 1"})
     )
     assert err.status() == "400" and "must stay inside the model directory" in err.message()
+    assert err.message().startswith("failed to load 'evil', failed to poll from model repository: ")
     err = _error(lambda: http.load_model("beta", config='{"max_batch_size": "lots"}'))
     assert err.status() == "400" and "Invalid config override" in err.message()
     assert http.is_model_ready("beta")  # a failed reload keeps the model serving
