@@ -87,8 +87,10 @@ def _backend_config(specs: list[str], backend_directory: str | None = None) -> d
     return out
 
 
-def _repositories(specs: list[str] | tuple[str, ...]) -> tuple[list[Path], list[RemoteRepository]]:
-    """Local folders and object-storage repositories (`s3://`, `gs://`, `as://`), in order."""
+def _repositories(specs: list[str] | tuple[str, ...], exit_on_error: bool) -> tuple[list[Path], list[RemoteRepository], str]:
+    """Local folders and object-storage repositories (`s3://`, `gs://`, `as://`), in order, and
+    why the server cannot initialize ("" when it can). A path that is not a folder ends the
+    process, in Triton's words, unless `--exit-on-error=false` asks to serve anyway."""
     local: list[Path] = []
     remotes: list[RemoteRepository] = []
     for spec in dict.fromkeys(specs):  # a path given twice is one repository, as in Triton
@@ -98,10 +100,15 @@ def _repositories(specs: list[str] | tuple[str, ...]) -> tuple[list[Path], list[
             except ValueError as exc:
                 raise SystemExit(f"error: {exc}") from None
         elif not Path(spec).is_dir():
-            raise SystemExit(f"error: model repository '{spec}' is not a directory")
+            error = (f"Internal - failed to stat file {spec}" if not Path(spec).exists()
+                     else "Invalid argument - repository path is not a valid directory")
+            if exit_on_error:
+                raise SystemExit(f"error: creating server: {error}")
+            log.error("%s", error.replace(" - ", ": ", 1))
+            return [], [], error
         else:
             local.append(Path(spec))
-    return local, remotes
+    return local, remotes, ""
 
 
 def _gpu_limits(values: list[str]) -> dict[int, float]:
@@ -118,7 +125,7 @@ def server_options(args: Settings) -> ServerOptions:
         raise SystemExit("error: --load-model requires --model-control-mode=explicit")
     if "*" in args.load_model and len(args.load_model) > 1:
         raise SystemExit("error: --load-model=* must be the only --load-model")
-    local, remotes = _repositories(args.model_repository)
+    local, remotes, init_error = _repositories(args.model_repository, args.exit_on_error)
     repo_options = RepositoryOptions(
         control_mode=mode,
         startup_models=list(args.load_model),
@@ -137,6 +144,7 @@ def server_options(args: Settings) -> ServerOptions:
         extensions=protocol_extensions.names(),
         strict_readiness=args.strict_readiness,
         repository=repo_options,
+        init_error=init_error,
     )
 
 

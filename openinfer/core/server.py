@@ -48,6 +48,9 @@ class ServerOptions:
     strict_readiness: bool = True
     #: Control mode, start-up models, backend settings and the exit timeout.
     repository: RepositoryOptions = field(default_factory=RepositoryOptions)
+    #: Why the server could not initialize (a repository path that is not there). With
+    #: `--exit-on-error=false` it serves anyway, as Triton does: not live, not ready.
+    init_error: str = ""
 
 
 @dataclass
@@ -111,10 +114,10 @@ class InferenceServer:
 
     # -------------------------------------------------------------------- health
     def live(self) -> bool:
-        return self.started or not self.exiting
+        return not self.options.init_error and (self.started or not self.exiting)
 
     def ready(self) -> bool:
-        if not self.started or self.exiting:
+        if not self.started or self.exiting or self.options.init_error:
             return False
         return self.repository.all_ready() if self.options.strict_readiness else True
 

@@ -279,3 +279,34 @@ def test_a_model_whose_poll_fails_leaves_the_server_ready(tmp_path):
         assert {"name": "no_config"} in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
     path = tmp_path / "no_config" / "config.pbtxt"
     assert f"failed to open text file for read {path}: No such file or directory" in server.log()
+
+
+def test_a_missing_repository_exits_unless_exit_on_error_is_false(tmp_path):
+    """As tritonserver: with the default `--exit-on-error` the server says why and exits 1; with
+    `false` it serves anyway, neither live nor ready, and still answers server metadata."""
+    import subprocess
+    import sys
+
+    from tests.helpers import free_port, http_status, stop_process
+
+    missing = tmp_path / "nowhere"
+    code, output, _ = _serve_until_exit(missing)
+    assert code == 1 and f"error: creating server: Internal - failed to stat file {missing}" in output
+
+    http, grpc = free_port(), free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(missing), "--exit-on-error=false",
+         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while http_status(f"http://127.0.0.1:{http}/v2") != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for client in (httpclient.InferenceServerClient(f"localhost:{http}"),
+                       grpcclient.InferenceServerClient(f"localhost:{grpc}")):
+            assert not client.is_server_live() and not client.is_server_ready()
+            metadata = client.get_server_metadata()
+            assert (metadata["name"] if isinstance(metadata, dict) else metadata.name) == "triton"
+    finally:
+        stop_process(process)
+    assert f"failed to stat file {missing}" in process.stdout.read().decode()
