@@ -296,7 +296,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
             compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         fronts.grpc_server = await start_grpc(
             server, binding, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
-            rpcs=protocol_extensions.grpc_rpcs(),
+            rpcs=protocol_extensions.grpc_rpcs(), header_forward=args.grpc_header_forward_pattern,
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
     if allow_http:

@@ -204,9 +204,11 @@ class LoadedModel:
             if not s.optional and n not in names and n not in self.injected_inputs
         ] if len(names) < len(self.inputs) else None  # names are the model's: all there
         if missing:
+            expected = (f"{self._required_inputs} inputs" if self._required_inputs == len(self.inputs)
+                        else f"number of inputs between {self._required_inputs} and {len(self.inputs)}")
             raise self._error(
                 request,
-                f"expected {self._required_inputs} inputs but got {len(names)} inputs for model "
+                f"expected {expected} but got {len(names)} inputs for model "
                 f"'{self.name}'. Got input(s) {sorted(names)}, but missing required input(s) "
                 f"{missing}. Please provide all required input(s).",
             )
@@ -220,15 +222,18 @@ class LoadedModel:
         request.batch_size = max(batch_size, 0)
         if request.outputs:
             outputs = self.outputs
+            wanted: set[str] = set()
             for output in request.outputs:
-                if output.name in outputs:
-                    continue
-                resolved_output = self.resolve_output_name(output.name)
-                if resolved_output is None:
-                    raise self._error(
-                        request, f"unexpected inference output '{output.name}' for model '{self.name}'"
-                    )
-                output.name = resolved_output
+                if output.name not in outputs:
+                    resolved_output = self.resolve_output_name(output.name)
+                    if resolved_output is None:
+                        raise self._error(
+                            request, f"unexpected inference output '{output.name}' for model '{self.name}'"
+                        )
+                    output.name = resolved_output
+                if output.name in wanted:
+                    raise self._error(request, f"output '{output.name}' already exists in request")
+                wanted.add(output.name)
 
     def _shape_error(
         self, request: InferRequest, name: str, spec: TensorSpec, shape: tuple[int, ...]

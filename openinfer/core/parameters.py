@@ -6,6 +6,9 @@ so the rules (and Triton's messages) exist once.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 from .errors import InvalidArgumentError
 from .types import InferRequest
 
@@ -13,6 +16,27 @@ RESERVED = frozenset(
     {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output"}
 )
 _MAX_STRING_ID = 128
+
+
+def forward_pattern(text: str | None) -> re.Pattern[str] | None:
+    """`--http-header-forward-pattern` / `--grpc-header-forward-pattern`: matched anywhere in a
+    header's name, without regard to case as Triton matches it, unless it starts with `(?-i)`."""
+    if not text:
+        return None
+    if text.startswith("(?-i)"):
+        return re.compile(text[len("(?-i)"):])
+    return re.compile(text, re.IGNORECASE)
+
+
+def forward_headers(pattern: re.Pattern[str], headers: Iterable[tuple[str, object]], request: InferRequest) -> None:
+    """Headers (HTTP) or metadata (gRPC) whose names match become request parameters; one that
+    names a parameter with a meaning of its own is refused."""
+    for key, value in headers:
+        if not isinstance(value, str) or not pattern.search(key):
+            continue  # binary gRPC metadata (`-bin`) carries no text to forward
+        if key in RESERVED or key.startswith("triton_"):
+            raise InvalidArgumentError(f"Header '{key}' is reserved for Triton usage and cannot be forwarded.")
+        request.parameters[key] = value
 
 
 def apply_reserved(request: InferRequest, *, allowed_triton_keys: frozenset[str] = frozenset()) -> None:

@@ -603,7 +603,7 @@ def test_body_limit(server, http):
     message = json.loads(body)["error"]
     assert (
         status == 400
-        and "exceeds the maximum allowed value" in message
+        and "exceeds the maximum allowed" in message
         and "--http-max-input-size" in message
     )
     status, _, body = _post(

@@ -86,12 +86,12 @@ def test_body_limit(server):
     status, answer = exchange(server.http_port, b"POST /v2/models/add_sub/infer HTTP/1.1\r\nhost: x\r\n"
                               b"content-length: %d\r\n\r\n" % len(body) + body)
     assert status == 400
-    assert answer["error"].startswith(f"Request JSON size of {LIMIT + 1} bytes exceeds the maximum allowed value")
+    assert answer["error"].startswith(f"request JSON size of {LIMIT + 1} bytes exceeds the maximum allowed input size")
     chunks = b"".join(b"%x\r\n%s\r\n" % (1000, b" " * 1000) for _ in range(5)) + b"0\r\n\r\n"
     status, answer = exchange(server.http_port, b"POST /v2/models/add_sub/infer HTTP/1.1\r\nhost: x\r\n"
                               b"transfer-encoding: chunked\r\n\r\n" + chunks)
     assert status == 400
-    assert answer["error"].startswith(f"Request size of more than {LIMIT} bytes exceeds the maximum allowed value")
+    assert answer["error"].startswith(f"request size of more than {LIMIT} bytes exceeds the maximum allowed input size")
     healthy_http(server.http_url)
 
 

@@ -43,7 +43,14 @@ def test_generate_errors(llama3_server):
     assert status == 400 and "JSON object" in json.loads(raw)["error"]
     # a decoupled model streaming several responses needs generate_stream
     status, _, raw = raw_post(url(llama3_server, "generate"), {"text_input": "#say:a b#", "stream": True})
-    assert status == 400 and "generate_stream" in json.loads(raw)["error"]
+    assert status == 400 and "use generate stream" in json.loads(raw)["error"]
+    # Triton's generate takes BYTES inputs from JSON strings only, and refuses an input given twice.
+    status, _, raw = raw_post(url(llama3_server, "generate"), {"text_input": 123})
+    assert status == 400 and json.loads(raw)["error"] == "attempt to access JSON non-string as string"
+    status, _, raw = raw_post(url(llama3_server, "generate"), b'{"text_input": "a", "text_input": "b"}')
+    assert status == 400 and json.loads(raw)["error"] == "input 'text_input' already exists in request"
+    status, _, raw = raw_post(url(llama3_server, "generate"), {"text_input": "a", "parameters": [1]})
+    assert status == 400 and json.loads(raw)["error"] == "Expected JSON object for keyword: 'parameters'"
     status, _, raw = raw_post(url(llama3_server, "generate_stream"), {"text_input": "#fail# a b c"})
     events = sse_events(raw)
     assert status == 200 and "mock failure mid-stream" in events[-1]["error"]

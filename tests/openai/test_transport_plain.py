@@ -75,7 +75,7 @@ def test_body_limit(plain_server):
     assert status == 413 and "exceeds the maximum allowed input size" in json.loads(raw)["error"]["message"]
     status, _, raw = raw_post(f"http://127.0.0.1:{plain_server.http_port}/v2/models/mock_llm/generate",
                               {"text_input": "x" * LIMIT})
-    assert status == 400 and "exceeds the maximum allowed value" in json.loads(raw)["error"]
+    assert status == 400 and "exceeds the maximum allowed input size" in json.loads(raw)["error"]
 
 
 async def test_leaving_a_stream_cancels_the_request(plain_server):

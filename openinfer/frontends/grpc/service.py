@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
 from ...core import otel
 from ...core.errors import InternalError, OpenInferError, status_of
+from ...core.parameters import forward_headers, forward_pattern
 from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
@@ -151,6 +153,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     #: `--grpc-infer-response-compression-level` ("gzip"/"deflate"): infer responses only, as Triton.
     response_compression: str | None = None
+    #: `--grpc-header-forward-pattern`: metadata keys that become request parameters.
+    header_forward: re.Pattern[str] | None = None
 
     def __init__(self, server: InferenceServer) -> None:
         self.server = server
@@ -179,6 +183,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
 
     async def ModelInfer(self, request, context):
         core_request = convert.to_request(request)
+        if self.header_forward is not None:
+            forward_headers(self.header_forward, context.invocation_metadata() or (), core_request)
         if self.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
             core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
         if "triton_enable_empty_final_response" in core_request.parameters:
@@ -195,7 +201,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         them (non-decoupled answers keep the order of their requests) share the call's state:
         split apart, that state would travel through every piece as arguments."""
         outbox: asyncio.Queue[Any] = asyncio.Queue()
-        error_mode = dict(context.invocation_metadata() or ()).get("triton_grpc_error") == "true"
+        metadata = tuple(context.invocation_metadata() or ())
+        error_mode = dict(metadata).get("triton_grpc_error") == "true"
         trace_parent = (  # the stream's W3C context, for OpenTelemetry spans
             otel.carrier(context.invocation_metadata()) if self.server.trace.otel is not None else None
         )
@@ -209,6 +216,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             try:
                 core_request = convert.to_request(message, stream=True)
                 core_request.trace_parent = trace_parent
+                if self.header_forward is not None:
+                    forward_headers(self.header_forward, metadata, core_request)
                 empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
                 sent_final = False
                 async for response in self.server.infer_stream(core_request):
@@ -356,13 +365,14 @@ class Binding:
 
 async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPolicy, extra: list[Callable] | None = None,
                      compression: grpc.Compression | None = None,
-                     rpcs: Sequence[tuple[type, str | None]] = ()) -> grpc.aio.Server:
+                     rpcs: Sequence[tuple[type, str | None]] = (), header_forward: str | None = None) -> grpc.aio.Server:
     """Bind and start the gRPC server. `rpcs`: the protocol extensions' servicer mixins, each
-    with its restricted group."""
+    with its restricted group; `header_forward`: metadata keys that become request parameters."""
     options = [*GRPC_OPTIONS, *binding.channel_options, ("grpc.so_reuseport", int(binding.reuse_port))]
     grpc_server = grpc.aio.server(options=options)
     servicer_cls, groups = compose_servicer(rpcs)
     servicer_cls = guarded(servicer_cls, access, groups)
+    servicer_cls.header_forward = forward_pattern(header_forward)
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
         compression  # type: ignore[arg-type]
     )

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from ...core.errors import InvalidArgumentError, OpenInferError, status_of
+from ...core.parameters import forward_pattern
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from ..asgi.transport import BodyIncomplete, BodyTooLarge, Transport, transport_of
@@ -74,7 +75,7 @@ class HttpOptions:
 
 def _over_limit(limit: int) -> InvalidArgumentError:
     return InvalidArgumentError(
-        f"Request size of more than {limit} bytes exceeds the maximum allowed value of "
+        f"request size of more than {limit} bytes exceeds the maximum allowed input size of "
         f"{limit} bytes. Use --http-max-input-size to increase the limit."
     )
 
@@ -86,11 +87,7 @@ class HttpApp:
         self.server = server
         self.options = options or HttpOptions()
         self.routes: list[Route] = []
-        self.forward = (
-            re.compile(self.options.header_forward_pattern, re.IGNORECASE)
-            if self.options.header_forward_pattern
-            else None
-        )
+        self.forward = forward_pattern(self.options.header_forward_pattern)
 
     def add_route(
         self, pattern: str, methods: str | tuple[str, ...], group: str | None, handler: Handler, *,
@@ -161,9 +158,9 @@ class HttpApp:
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
             await transport.discard_body()
-            what = "body" if "inference-header-content-length" in headers else "JSON"
-            raise InvalidArgumentError(
-                f"Request {what} size of {declared} bytes exceeds the maximum allowed value of {limit} "
+            what = "request" if "inference-header-content-length" in headers else "request JSON"
+            raise InvalidArgumentError(  # Triton's words (its EVBufferToJson)
+                f"{what} size of {declared} bytes exceeds the maximum allowed input size of {limit} "
                 f"bytes. Use --http-max-input-size to increase the limit."
             )
         # A body without a content-length (chunked) is held to the same limit as it arrives.

@@ -38,17 +38,20 @@ def to_request(server: Any, name: str, version: str, body: bytes, stream: bool) 
     if not body.strip():
         raise InvalidArgumentError("generate request body must be a JSON object")
     try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        doc = json.loads(body, object_pairs_hook=_KeyedObject.of)
+    except (ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"failed to parse the request JSON buffer: {exc}") from None
     if not isinstance(doc, dict):
         raise InvalidArgumentError("generate request body must be a JSON object")
     model = server.model(name, version)
+    for key in doc.repeated:  # Triton's words for an input given twice
+        if key in model.inputs:
+            raise InvalidArgumentError(f"input '{key}' already exists in request")
     batched = model.max_batch_size > 0
     request = InferRequest(model_name=name, model_version=version, id=str(doc.pop("id", "") or ""))
     parameters = doc.pop("parameters", None) or {}
     if not isinstance(parameters, dict):
-        raise InvalidArgumentError("generate request 'parameters' must be a JSON object")
+        raise InvalidArgumentError("Expected JSON object for keyword: 'parameters'")
     values: dict[str, Any] = {}
     for key, value in doc.items():
         if key in model.inputs:
@@ -64,8 +67,35 @@ def to_request(server: Any, name: str, version: str, body: bytes, stream: bool) 
         values["stream"] = True
     for key, value in values.items():
         spec = model.inputs[key]
+        _check_json_type(spec.datatype, value)
         request.inputs.append(make_tensor(key, spec.datatype, spec.dims, batched, value))
     return request
+
+
+class _KeyedObject(dict):
+    """A JSON object that remembers the keys it was given more than once (the last one wins)."""
+
+    repeated: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, pairs: list[tuple[str, Any]]) -> _KeyedObject:
+        made = cls()
+        repeated = []
+        for key, value in pairs:
+            if key in made:
+                repeated.append(key)
+            made[key] = value
+        made.repeated = tuple(repeated)
+        return made
+
+
+def _check_json_type(datatype: str, value: Any) -> None:
+    """Triton's generate takes a BYTES input from JSON strings and a BOOL one from booleans only."""
+    for item in value if isinstance(value, list) else [value]:
+        if datatype == "BYTES" and not isinstance(item, str):
+            raise InvalidArgumentError("attempt to access JSON non-string as string")
+        if datatype == "BOOL" and not isinstance(item, bool):
+            raise InvalidArgumentError("attempt to access JSON non-boolean as boolean")
 
 
 def to_json(response: InferResponse, request_id: str) -> dict[str, Any]:
@@ -100,8 +130,8 @@ def install(app: HttpApp) -> None:
                 answers.append(response)
         if len(answers) != 1:
             raise InvalidArgumentError(
-                f"generate expects exactly one response from model '{name}', got {len(answers)}; "
-                "use generate_stream for models that send several"
+                "generate expects model to produce exactly 1 response, use generate stream for model that "
+                f"generates various number of responses (model '{name}' sent {len(answers)})"
             )
         return json_response(to_json(answers[0], request.id))
 

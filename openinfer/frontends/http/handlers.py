@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ...core import datatypes, otel
 from ...core.errors import InvalidArgumentError
-from ...core.parameters import RESERVED
+from ...core.parameters import forward_headers
 from ...core.protocols import Protocol
 from ...core.types import InferRequest, Tensor
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
@@ -64,7 +64,7 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
     else:
         request, binary_default = decode_request(body, header_length, name, version)
     if app.forward is not None:
-        _forward_headers(app, req, request)
+        forward_headers(app.forward, req.headers.items(), request)
     if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
         request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
     response = await app.server.infer(request, protocol=Protocol.HTTP)
@@ -89,19 +89,22 @@ def raw_request(app: HttpApp, body: bytes, name: str, version: str) -> InferRequ
         )
     spec = next(iter(model.inputs.values()))
     dims = list(spec.dims)
-    if spec.datatype == "BYTES":
-        shape = [1]
-    else:
-        size = datatypes.lookup(spec.datatype).size
-        known = datatypes.element_count([d for d in dims if d != -1])
-        variable = dims.count(-1)
-        if variable > 1:
-            raise InvalidArgumentError(f"Raw request for model '{name}' can have at most one variable-size dimension")
-        if variable == 1:
-            dims[dims.index(-1)] = len(body) // size // max(known, 1)
-        shape = dims
-    if model.max_batch_size > 0:
-        shape = [1, *shape]
+    known = datatypes.element_count([d for d in dims if d != -1])
+    variable = dims.count(-1)
+    if variable > 1:
+        raise InvalidArgumentError(
+            f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
+            "variable-sized dimension"
+        )
+    if spec.datatype == "BYTES":  # the whole body is the one element, as Triton takes it
+        if variable or known != 1:
+            raise InvalidArgumentError(
+                f"For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
+            )
+        body = len(body).to_bytes(4, "little") + body
+    elif variable == 1:
+        dims[dims.index(-1)] = len(body) // datatypes.lookup(spec.datatype).size // max(known, 1)
+    shape = [1, *dims] if model.max_batch_size > 0 else dims
     array = datatypes.from_wire_bytes(memoryview(body), spec.datatype, tuple(shape), name=spec.name, model=name)
     return InferRequest(model_name=name, model_version=version, inputs=[Tensor(spec.name, spec.datatype, tuple(shape), array)])
 
@@ -135,10 +138,3 @@ def _header_length(value: str | None, body_length: int) -> int | None:
         raise InvalidArgumentError(f"inference header size should be in range (0, {body_length}), got: {value}")
     return length
 
-
-def _forward_headers(app: HttpApp, req: HttpRequest, request: InferRequest) -> None:
-    for key, value in req.headers.items():
-        if app.forward is not None and app.forward.search(key):
-            if key in RESERVED or key.startswith("triton_"):
-                raise InvalidArgumentError(f"Header '{key}' is reserved for Triton usage and cannot be forwarded.")
-            request.parameters[key] = value

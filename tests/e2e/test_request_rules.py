@@ -1,0 +1,94 @@
+"""Request rules Triton's HTTP QA suite checks, in its words: a raw (header-less) BYTES body is the
+one element of a [1] input, an output asked for twice is refused on both protocols, and the
+input-count message names the range when some inputs are optional."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests.e2e import ext_models
+from tests.helpers import Server, write_model
+
+IN_PROCESS = '\nparameters { key: "execution_mode" value { string_value: "in_process" } }\n'
+ONE_STRING = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ 1 ] } ]
+""" + IN_PROCESS
+TWO_VARIABLE = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+""" + IN_PROCESS
+OPTIONAL = """
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ -1 ] },
+        { name: "EXTRA" data_type: TYPE_FP32 dims: [ -1 ] optional: true } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+""" + IN_PROCESS
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    write_model(repo, "one_string", ONE_STRING, ext_models.IDENTITY)
+    write_model(repo, "many_strings", ONE_STRING.replace("dims: [ 1 ]", "dims: [ -1 ]"), ext_models.IDENTITY)
+    write_model(repo, "two_variable", TWO_VARIABLE, ext_models.IDENTITY)
+    write_model(repo, "optional", OPTIONAL, ext_models.IDENTITY)
+    write_model(repo, "identity", ext_models.IDENTITY_CONFIG.format(name="identity", dtype="TYPE_FP32", max_batch=0)
+                + IN_PROCESS, ext_models.IDENTITY)
+    with Server(repo) as running:
+        yield running
+
+
+def _raw(server, model: str, body: bytes) -> tuple[int, bytes, dict]:
+    request = urllib.request.Request(f"http://{server.http_url}/v2/models/{model}/infer", data=body, method="POST",
+                                     headers={"Inference-Header-Content-Length": "0"})
+    try:
+        with urllib.request.urlopen(request) as reply:
+            return reply.status, reply.read(), {k.lower(): v for k, v in reply.headers.items()}
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()}
+
+
+def test_a_raw_bytes_body_is_the_one_element_of_its_input(server):
+    status, body, headers = _raw(server, "one_string", b"427")
+    assert status == 200
+    header = int(headers["inference-header-content-length"])
+    assert body[header:] == (3).to_bytes(4, "little") + b"427"  # answered with its length, as Triton does
+    status, body, _ = _raw(server, "many_strings", b"427")
+    assert status == 400 and b"For BYTE datatype raw input 'INPUT0', the model must have input shape [1]" in body
+    status, body, _ = _raw(server, "two_variable", np.ones(4, np.float32).tobytes())
+    assert status == 400 and (b"The shape of the raw input 'INPUT0' can not be deduced because there are more "
+                              b"than one variable-sized dimension") in body
+
+
+def test_an_output_asked_for_twice_is_refused(server):
+    for module, client in ((httpclient, httpclient.InferenceServerClient(server.http_url)),
+                           (grpcclient, grpcclient.InferenceServerClient(server.grpc_url))):
+        tensor = module.InferInput("INPUT0", [2], "FP32")
+        tensor.set_data_from_numpy(np.ones(2, np.float32))
+        outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT0")]
+        with pytest.raises(InferenceServerException) as info:
+            client.infer("identity", [tensor], outputs=outputs)
+        assert "output 'OUTPUT0' already exists in request" in info.value.message()
+        assert info.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
+
+
+def test_the_input_count_message_names_the_range_with_optional_inputs(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [2], "FP32")
+    tensor.set_data_from_numpy(np.ones(2, np.float32))
+    with pytest.raises(InferenceServerException, match="expected number of inputs between 2 and 3 but got 1 inputs"):
+        client.infer("optional", [tensor])
