@@ -150,6 +150,9 @@ def _repository(p: argparse.ArgumentParser) -> None:
                    help="read configs/<NAME>.pbtxt instead of config.pbtxt where a model has one")
     g.add_argument("--model-load-thread-count", type=integer, default=4, metavar="N",
                    help="accepted for compatibility: models load concurrently on the event loop")
+    g.add_argument("--rate-limit", type=str.lower, choices=["off"], default="off",
+                   help="off: instances run whatever requests are ready (the rate limiter's "
+                   "execution_count mode is not available)")
     g.add_argument("--model-load-retry-count", type=integer, default=0, metavar="N",
                    help="try a version that fails to load this many times more before giving up")
 
