@@ -262,7 +262,7 @@ def access_policies(args: Settings) -> tuple[AccessPolicy, AccessPolicy]:
     groups = PROTOCOL_GROUPS + protocol_extensions.groups()
     return (
         AccessPolicy.parse(list(args.http_restricted_api), groups),
-        AccessPolicy.parse(list(args.grpc_restricted_protocol), groups),
+        AccessPolicy.parse(list(args.grpc_restricted_protocol), groups, feature="protocol"),
     )
 
 

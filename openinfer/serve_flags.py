@@ -41,6 +41,13 @@ def positive(value: str) -> int:
     return number
 
 
+def max_input_size(value: str) -> int:
+    number = integer(value)
+    if number <= 0:
+        raise argparse.ArgumentTypeError("Error: --http-max-input-size must be greater than 0.")
+    return number
+
+
 def port(value: str) -> int:
     try:
         number = int(value)
@@ -165,7 +172,7 @@ def _http(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-port", type=port, default=8000, metavar="PORT", help="port of the HTTP endpoint")
     _bool_flag(g, "--reuse-http-port", False,
                "let several servers listen on the same HTTP port (SO_REUSEPORT) when every one sets this")
-    g.add_argument("--http-max-input-size", type=integer, default=64 * 1024 * 1024, metavar="BYTES",
+    g.add_argument("--http-max-input-size", type=max_input_size, default=64 * 1024 * 1024, metavar="BYTES",
                    help="largest request body accepted, after decompression; larger ones are refused")
     g.add_argument("--http-restricted-api", action="append", default=[], metavar="API[,API]:KEY=VALUE",
                    help="require header KEY: VALUE for these endpoint groups; repeatable")

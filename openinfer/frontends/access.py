@@ -36,8 +36,9 @@ class AccessPolicy:
         return self.rules.get(group)
 
     @classmethod
-    def parse(cls, specs: list[str], groups: tuple[str, ...] = PROTOCOL_GROUPS) -> AccessPolicy:
-        """Parse `<api>[,<api>...]:<key>=<value>` specs (tritonserver's syntax)."""
+    def parse(cls, specs: list[str], groups: tuple[str, ...] = PROTOCOL_GROUPS, feature: str = "api") -> AccessPolicy:
+        """Parse `<api>[,<api>...]:<key>=<value>` specs (tritonserver's syntax). `feature` is what
+        tritonserver calls a group in its errors: "api" over HTTP, "protocol" over gRPC."""
         rules: dict[str, Restriction] = {}
         for spec in specs:
             apis, sep, pair = spec.partition(":")
@@ -46,8 +47,8 @@ class AccessPolicy:
                 raise ValueError(f"restricted api option '{spec}' must look like <api>[,<api>...]:<key>=<value>")
             for api in (a.strip() for a in apis.split(",")):
                 if api not in groups:
-                    raise ValueError(f"unknown restricted api '{api}'")
+                    raise ValueError(f"unknown restricted {feature} '{api}'")
                 if api in rules:
-                    raise ValueError(f"restricted api '{api}' can not be specified in multiple config groups")
+                    raise ValueError(f"restricted {feature} '{api}' can not be specified in multiple config groups")
                 rules[api] = Restriction(key.strip(), value)
         return cls(rules)

@@ -149,15 +149,23 @@ def test_load_is_refused_outside_explicit_mode(example_server):
     assert "explicit model load / unload is not allowed if polling is enabled" in err.value.message()
 
 
-def test_bad_flags_fail_at_start(tmp_path):
+@pytest.mark.parametrize("flags, words", [
+    (["--load-model", "x"], "--model-control-mode=explicit"),
+    (["--http-max-input-size=0"], "Error: --http-max-input-size must be greater than 0."),
+    (["--grpc-restricted-protocol=health:a=b", "--grpc-restricted-protocol=health:c=d"],
+     "restricted protocol 'health' can not be specified in multiple config groups"),
+    (["--grpc-restricted-protocol=model-reposit:a=b"], "unknown restricted protocol 'model-reposit'"),
+    (["--http-restricted-api=model-reposit:a=b"], "unknown restricted api 'model-reposit'"),
+])
+def test_bad_flags_fail_at_start_in_tritonservers_words(tmp_path, flags, words):
     import subprocess
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path), "--load-model", "x"],
+        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path), *flags],
         capture_output=True, text=True, timeout=60,
     )
-    assert result.returncode != 0 and "--model-control-mode=explicit" in result.stderr
+    assert result.returncode != 0 and words in result.stderr
 
 
 def test_bundled_repository_serves_every_model_ready(example_server):
