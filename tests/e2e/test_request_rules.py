@@ -4,6 +4,7 @@ input-count message names the range when some inputs are optional."""
 
 from __future__ import annotations
 
+import json
 import urllib.error
 import urllib.request
 
@@ -92,3 +93,24 @@ def test_the_input_count_message_names_the_range_with_optional_inputs(server):
     tensor.set_data_from_numpy(np.ones(2, np.float32))
     with pytest.raises(InferenceServerException, match="expected number of inputs between 2 and 3 but got 1 inputs"):
         client.infer("optional", [tensor])
+
+
+def test_json_data_nested_past_tritons_bound_is_refused_in_its_words(server):
+    def nested(depth: int):
+        value = "hello"
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    for depth, status in ((50, 200), (120, 400)):
+        body = {"inputs": [{"name": "INPUT0", "datatype": "BYTES", "shape": [1], "data": nested(depth)}]}
+        request = urllib.request.Request(f"http://{server.http_url}/v2/models/one_string/infer",
+                                         data=json.dumps(body).encode(), method="POST")
+        try:
+            with urllib.request.urlopen(request) as reply:
+                got, text = reply.status, reply.read()
+        except urllib.error.HTTPError as exc:
+            got, text = exc.code, exc.read()
+        assert got == status, text
+        if status == 400:
+            assert json.loads(text)["error"] == "JSON nesting depth exceeds maximum allowed limit (100)"

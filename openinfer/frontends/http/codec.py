@@ -108,7 +108,25 @@ def _mismatch(name: str, shape: tuple[int, ...], count: int) -> InvalidArgumentE
     )
 
 
+#: Triton's bound on the nesting of a tensor's JSON `data`.
+_MAX_JSON_DEPTH = 100
+
+
 def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
+    try:
+        return _json_array(data, datatype, shape, name, model)
+    except InvalidArgumentError:
+        depth, inner = 0, data
+        while type(inner) is list and inner and depth < _MAX_JSON_DEPTH:  # measured on failure only
+            inner, depth = inner[0], depth + 1
+        if depth >= _MAX_JSON_DEPTH:
+            raise InvalidArgumentError(
+                f"JSON nesting depth exceeds maximum allowed limit ({_MAX_JSON_DEPTH})"
+            ) from None
+        raise
+
+
+def _json_array(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
     dt = datatypes.lookup(datatype)
     count = datatypes.element_count(shape)
     if datatype == "BYTES":
