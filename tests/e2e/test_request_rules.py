@@ -114,3 +114,18 @@ def test_json_data_nested_past_tritons_bound_is_refused_in_its_words(server):
         assert got == status, text
         if status == 400:
             assert json.loads(text)["error"] == "JSON nesting depth exceeds maximum allowed limit (100)"
+
+
+def test_bytes_that_are_not_utf8_are_never_altered_in_a_json_answer(server):
+    """JSON cannot carry them: a JSON output of such bytes is refused; as binary data they come
+    back as sent."""
+    client = httpclient.InferenceServerClient(server.http_url)
+    raw = np.array([b"\xfa\x03\x94\xff"], dtype=np.object_)
+    tensor = httpclient.InferInput("INPUT0", [1], "BYTES")
+    tensor.set_data_from_numpy(raw, binary_data=True)
+    binary = client.infer("one_string", [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)])
+    assert binary.as_numpy("OUTPUT0").tolist() == [b"\xfa\x03\x94\xff"]
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("one_string", [tensor], outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=False)])
+    assert "output 'OUTPUT0' holds bytes that are not UTF-8 text" in info.value.message()
+    assert info.value.status() == "400"

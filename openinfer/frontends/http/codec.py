@@ -284,10 +284,13 @@ def _requested_output(item: Any) -> RequestedOutput:
 
 def _json_value(array: np.ndarray, datatype: str, name: str) -> Any:
     if datatype == "BYTES":
-        return [
-            x.decode("utf-8", errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
-            for x in array.reshape(-1)
-        ]
+        try:
+            return [x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else str(x) for x in array.reshape(-1)]
+        except UnicodeDecodeError:  # never altered in silence: the client asks for it as binary data
+            raise InvalidArgumentError(
+                f"output '{name}' holds bytes that are not UTF-8 text, which JSON cannot carry: request it "
+                "with the binary data extension (\"binary_data\": true)"
+            ) from None
     if datatype in ("FP16", "BF16"):
         raise InvalidArgumentError(
             f"sending {datatype} data via JSON is not supported. Please use the binary data format for "
