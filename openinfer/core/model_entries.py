@@ -35,6 +35,8 @@ class ModelEntry:
     versions: dict[int, VersionRecord] = field(default_factory=dict)
     fingerprint: str = ""
     override_dir: Path | None = None
+    #: The config override the last successful load was given; a load without one keeps it.
+    config_override: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     #: models loaded because this one (an ensemble) needs them; `unload_dependents` unloads them.
     composing: list[str] = field(default_factory=list)

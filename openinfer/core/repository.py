@@ -248,8 +248,12 @@ class ModelRepository:
             if entry.override_dir is not None:  # back to the repository's files
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None
+        retained = config_override is None and not files and entry.config_override is not None
+        if retained:  # as Triton: a load without a config keeps the one the last load was given
+            config_override = entry.config_override
         fingerprint = model_files.fingerprint(model_dir) + (config_override or "")
-        if config_override is None and not files and entry.fingerprint == fingerprint and entry.ready_versions():
+        if (config_override is None or retained) and not files and entry.fingerprint == fingerprint \
+                and entry.ready_versions():
             return  # unchanged and loaded: nothing to do
         config = self._polled_config(entry, model_dir, config_override, fingerprint)
         versions = model_files.select_versions(config, model_files.version_dirs(model_dir))
@@ -273,6 +277,7 @@ class ModelRepository:
         entry.fingerprint = fingerprint
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+        entry.config_override = None if files else config_override
 
     async def _load_version(self, name: str, version: int, config: mc.ModelConfig, model_dir: Path) -> LoadedModel:
         """One version, tried again up to `--model-load-retry-count` times when it fails."""
@@ -397,7 +402,7 @@ class ModelRepository:
                 if record.model is not None:
                     log.info("successfully unloaded '%s' version %d", name, version)
                 entry.versions[version] = VersionRecord(version, State.UNAVAILABLE, "unloaded")
-            entry.fingerprint = ""
+            entry.fingerprint, entry.config_override = "", None
             if entry.override_dir is not None:
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)
                 entry.override_dir = None

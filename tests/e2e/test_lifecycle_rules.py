@@ -109,8 +109,16 @@ def test_a_config_override_is_read_as_leniently_as_triton_reads_it(server):
     tensor = httpclient.InferInput("INPUT0", [2], "FP32")
     tensor.set_data_from_numpy(np.array([1, 2], dtype=np.float32))
     assert client.infer("identity", [tensor]).as_numpy("OUTPUT0").tolist() == [1, 2]
+    # A load without a config keeps the one given before (and reloads nothing); an unload forgets it.
+    loads = server.log().count("successfully loaded 'identity'")
+    client.load_model("identity")
+    assert client.get_model_config("identity")["instance_group"][0]["count"] == 2
+    assert server.log().count("successfully loaded 'identity'") == loads
     with pytest.raises(InferenceServerException, match="must be a JSON object"):
         client.load_model("identity", config="[1]")
+    client.unload_model("identity")
+    client.load_model("identity")
+    assert client.get_model_config("identity")["instance_group"][0]["count"] == 1
 
 
 def test_a_missing_model_is_logged_in_tritons_words(server):
