@@ -87,6 +87,10 @@ def test_body_limit(server):
                               b"content-length: %d\r\n\r\n" % len(body) + body)
     assert status == 400
     assert answer["error"].startswith(f"request JSON size of {LIMIT + 1} bytes exceeds the maximum allowed input size")
+    status, answer = exchange(server.http_port, b"POST /v2/models/add_sub/infer HTTP/1.1\r\nhost: x\r\n"
+                              b"inference-header-content-length: 0\r\ncontent-length: %d\r\n\r\n" % len(body) + body)
+    assert status == 400  # a raw tensor body: Triton's words for that kind
+    assert answer["error"].startswith(f"Raw input has a byte_size ({LIMIT + 1} bytes) that exceeds the maximum allowed value")
     chunks = b"".join(b"%x\r\n%s\r\n" % (1000, b" " * 1000) for _ in range(5)) + b"0\r\n\r\n"
     status, answer = exchange(server.http_port, b"POST /v2/models/add_sub/infer HTTP/1.1\r\nhost: x\r\n"
                               b"transfer-encoding: chunked\r\n\r\n" + chunks)

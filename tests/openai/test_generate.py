@@ -45,6 +45,9 @@ def test_generate_errors(llama3_server):
     status, _, raw = raw_post(url(llama3_server, "generate"), {"text_input": "#say:a b#", "stream": True})
     assert status == 400 and "use generate stream" in json.loads(raw)["error"]
     # Triton's generate takes BYTES inputs from JSON strings only, and refuses an input given twice.
+    status, headers, raw = raw_post(url(llama3_server, "generate_stream"), {"parameters": {"stream": True}})
+    assert status == 400 and headers["content-type"] == "application/json"  # refused before the stream
+    assert "text_input" in json.loads(raw)["error"]
     status, _, raw = raw_post(url(llama3_server, "generate"), {"text_input": 123})
     assert status == 400 and json.loads(raw)["error"] == "attempt to access JSON non-string as string"
     status, _, raw = raw_post(url(llama3_server, "generate"), b'{"text_input": "a", "text_input": "b"}')

@@ -73,6 +73,21 @@ class HttpOptions:
     header_forward_pattern: str | None = None
 
 
+def _too_large(declared: str, limit: int, header_length: str | None) -> InvalidArgumentError:
+    """A body over `--http-max-input-size`, in the words Triton uses for its kind: a raw tensor
+    (header length 0), a binary-data request, or a JSON one (every other route too)."""
+    advice = "Use --http-max-input-size to increase the limit."
+    if header_length == "0":
+        return InvalidArgumentError(
+            f"Raw input has a byte_size ({declared} bytes) that exceeds the maximum allowed value of {limit} bytes. "
+            + advice
+        )
+    what = "request JSON" if header_length is None else "request"
+    return InvalidArgumentError(
+        f"{what} size of {declared} bytes exceeds the maximum allowed input size of {limit} bytes. {advice}"
+    )
+
+
 def _over_limit(limit: int) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"request size of more than {limit} bytes exceeds the maximum allowed input size of "
@@ -130,7 +145,7 @@ class HttpApp:
             await self._send(transport, error_response(405, "Method Not Allowed"))
             return
         try:
-            body = await self._read_body(transport, headers)
+            body = await self._read_body(transport, headers, route.raw_body)
             if not route.raw_body:
                 body = decompress(body, headers.get("content-encoding"), self.options.max_input_size)
             work = route.handler(HttpRequest(method, path, headers, body, match))
@@ -153,16 +168,12 @@ class HttpApp:
             return
         await self._send(transport, response)
 
-    async def _read_body(self, transport: Transport, headers: dict[str, str]) -> bytes:
+    async def _read_body(self, transport: Transport, headers: dict[str, str], binary: bool = False) -> bytes:
         limit = self.options.max_input_size
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
             await transport.discard_body()
-            what = "request" if "inference-header-content-length" in headers else "request JSON"
-            raise InvalidArgumentError(  # Triton's words (its EVBufferToJson)
-                f"{what} size of {declared} bytes exceeds the maximum allowed input size of {limit} "
-                f"bytes. Use --http-max-input-size to increase the limit."
-            )
+            raise _too_large(declared, limit, headers.get("inference-header-content-length") if binary else None)
         # A body without a content-length (chunked) is held to the same limit as it arrives.
         try:
             return await transport.read_body(limit)

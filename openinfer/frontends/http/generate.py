@@ -138,6 +138,9 @@ def install(app: HttpApp) -> None:
     async def generate_stream(req: HttpRequest) -> HttpResponse:
         name, version = args(req)
         request = to_request(server, name, version, req.body, stream=True)
+        # Checked before the stream begins, so a bad request is a JSON error (as Triton answers),
+        # not an event in a stream that already said 200.
+        server.model(name, version).validate(request)
         return HttpResponse(200, b"", stream=_sse(server, request))
 
     app.add_route(_MODEL + r"/generate", "POST", "inference", generate, cancellable=True)
