@@ -6,6 +6,9 @@ from pathlib import Path
 
 from tests.helpers import write_model
 
+#: Appended to a config: the model runs on the server's event loop (fast to load in tests).
+IN_PROCESS = '\nparameters { key: "execution_mode" value { string_value: "in_process" } }\n'
+
 ADD_SUB_CONFIG = """
 name: "{name}"
 backend: "python"

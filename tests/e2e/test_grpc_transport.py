@@ -15,9 +15,9 @@ from tritonclient.utils import InferenceServerException
 
 from openinfer.frontends.grpc import transport_options
 from tests.e2e import ext_models
+from tests.e2e.ext_models import IN_PROCESS
 from tests.helpers import Server, write_model
 
-IN_PROCESS = '\nparameters { key: "execution_mode" value { string_value: "in_process" } }\n'
 
 
 def _key():

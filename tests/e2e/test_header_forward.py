@@ -13,9 +13,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.e2e import ext_models
+from tests.e2e.ext_models import IN_PROCESS
 from tests.helpers import Server, write_model
 
-IN_PROCESS = '\nparameters { key: "execution_mode" value { string_value: "in_process" } }\n'
 HEADERS = {"header_1": "value_1", "my_header_1": "my_value_1", "my_header_2": 'a "quoted" value\\ '}
 
 

@@ -15,9 +15,9 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.e2e import ext_models
+from tests.e2e.ext_models import IN_PROCESS
 from tests.helpers import Server, write_model
 
-IN_PROCESS = '\nparameters { key: "execution_mode" value { string_value: "in_process" } }\n'
 ONE_STRING = """
 backend: "python"
 max_batch_size: 0
