@@ -19,7 +19,6 @@ from tests.e2e.ext_models import IN_PROCESS
 from tests.helpers import Server, write_model
 
 
-
 def _key():
     from cryptography.hazmat.primitives.asymmetric import ec
 
