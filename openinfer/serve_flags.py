@@ -10,17 +10,15 @@ import argparse
 import difflib
 from collections.abc import Sequence
 
-from .settings import parse_bool
+from .settings import parse_bool, split_pair
 
 
 def parse_cuda_pool(value: str) -> tuple[int, int]:
     """`--cuda-memory-pool-byte-size <GPU device ID>:<pool byte size>`, refused in tritonserver's words."""
-    device, sep, size = value.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(
-            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
-            f"requires format <first>:<second>. Found: {value}"
-        )
+    try:
+        device, size = split_pair(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     try:
         return int(device), int(size)
     except ValueError:

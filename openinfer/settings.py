@@ -25,6 +25,18 @@ def parse_bool(value: str) -> bool:
     raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
 
 
+def split_pair(value: str) -> tuple[str, str]:
+    """tritonserver's `<first>:<second>` option values (`--cuda-memory-pool-byte-size`,
+    `--model-load-gpu-limit`), refused in its words."""
+    first, sep, second = value.partition(":")
+    if not sep:
+        raise ValueError(
+            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
+            f"requires format <first>:<second>. Found: {value}"
+        )
+    return first, second
+
+
 def _frozen(value: Any) -> Any:
     return tuple(_frozen(item) for item in value) if isinstance(value, list) else value
 

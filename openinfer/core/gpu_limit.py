@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from .._proto import model_config_pb2 as mc
+from ..settings import split_pair
 from .errors import UnavailableError
 
 #: (free, total) bytes of a CUDA device.
@@ -17,12 +18,7 @@ def parse(values: Iterable[str]) -> dict[int, float]:
     """The limits by device, refused in tritonserver's words."""
     limits: dict[int, float] = {}
     for value in values:
-        device, sep, fraction = value.partition(":")
-        if not sep:
-            raise ValueError(
-                "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
-                f"requires format <first>:<second>. Found: {value}"
-            )
+        device, fraction = split_pair(value)
         try:
             device_id, limit = int(device), float(fraction)
         except ValueError:

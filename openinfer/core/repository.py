@@ -70,10 +70,14 @@ class ModelRepository:
 
     # ------------------------------------------------------------------ lookup
     def find_model_dir(self, name: str) -> Path | None:
-        if not name or "/" in name or name in (".", "..") or "\x00" in name:
-            return None
-        found = [p / name for p in self.paths if (p / name).is_dir()]
+        found = self._model_dirs(name)
         return found[0] if len(found) == 1 else None
+
+    def _model_dirs(self, name: str) -> list[Path]:
+        """Every repository folder of that name (more than one: the model is not unique)."""
+        if not name or "/" in name or name in (".", "..") or "\x00" in name:
+            return []
+        return [p / name for p in self.paths if (p / name).is_dir()]
 
     def scan(self) -> list[str]:
         names: set[str] = set()
@@ -241,9 +245,8 @@ class ModelRepository:
             if model_dir is None:
                 if not entry.versions:
                     self.entries.pop(name, None)
-                where = sum((p / name).is_dir() for p in self.paths)
                 log.error("failed to poll model '%s': %s", name, "not unique across all model repositories"
-                          if where > 1 else "model not found in any model repository.")
+                          if self._model_dirs(name) else "model not found in any model repository.")
                 raise NotFoundError(f"failed to load '{name}', failed to poll from model repository")
             if entry.override_dir is not None:  # back to the repository's files
                 shutil.rmtree(entry.override_dir.parent, ignore_errors=True)

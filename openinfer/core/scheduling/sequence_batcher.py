@@ -226,21 +226,22 @@ class SequenceBatcher(Scheduler):
         """Execute the next request of each sequence as one batch, in row order; a None row is
         a slot without a request, filled with a null request (the direct strategy's)."""
         sequences = [s for s in rows if s is not None]
-        entries = {id(s): s.pending.popleft() for s in sequences}
+        entries = [s.pending.popleft() for s in sequences]
         for sequence in sequences:
             sequence.busy = True
         try:
-            template = entries[id(sequences[0])].request
-            senders = [entries[id(s)].sender for s in sequences]
+            template = entries[0].request
+            senders = [e.sender for e in entries]
             if ordering is not None:
                 senders = ordering.wrap(senders)
             if self.tensors.states:
                 senders = [_StateSender(x, s, self.tensors) for x, s in zip(senders, sequences)]
-            by_sequence = dict(zip((id(s) for s in sequences), senders))
+            taken = iter(zip(entries, senders))  # in row order, as `sequences` is
             requests: list[tuple[InferRequest, ResponseSender]] = []
             for row in rows:
                 if row is not None:
-                    request, sender = entries[id(row)].request, by_sequence[id(row)]
+                    entry, sender = next(taken)
+                    request = entry.request
                     try:
                         self.tensors.inject(request, row.id, row.state)
                     except OpenInferError as exc:

@@ -43,6 +43,9 @@ class Sequence:
 class Strategy:
     """How the sequences of one model share its instances (`direct` or `oldest`)."""
 
+    #: Sequences that have no slot (direct) or candidate place (oldest) yet.
+    backlog: deque[Sequence]
+
     def add(self, sequence: Sequence) -> None:
         raise NotImplementedError
 
@@ -57,7 +60,7 @@ class Strategy:
 
     def waiting(self, sequence: Sequence) -> bool:
         """In the backlog: no slot (direct) or candidate place (oldest) yet."""
-        return sequence in self.backlog  # type: ignore[attr-defined]
+        return sequence in self.backlog
 
     async def stop(self) -> None:
         raise NotImplementedError
