@@ -100,6 +100,9 @@ class ModelInstance(abc.ABC):
     #: runs them strictly one after another (a worker process reading a queue) sets 2, so
     #: the next batch is already waiting when the current one ends.
     pipeline_depth: int = 1
+    #: Every batch costs the server's event loop a fixed price (a crossing to a worker
+    #: process): while the loop is busy, batchers let a batch fill before sending it.
+    costly_dispatch: bool = False
 
     @abc.abstractmethod
     async def execute(

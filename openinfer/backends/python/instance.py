@@ -51,6 +51,7 @@ class PythonInstance(ModelInstance):
     holds inside the process)."""
 
     pipeline_depth = 2
+    costly_dispatch = True
 
     def __init__(self, ctx: ModelContext, spec: InstanceSpec, backend: PythonBackend, services: ModelServices) -> None:
         self.ctx = ctx

@@ -34,6 +34,7 @@ class InstancePool:
         )
         self._waiters: deque[asyncio.Future[ModelInstance]] = deque()
         self.size = len(instances)
+        self.costly_dispatch = any(i.costly_dispatch for i in instances)
         self._busy: dict[ModelInstance, int] = dict.fromkeys(instances, 0)  # slots in use per instance
 
     def _take(self) -> ModelInstance:
@@ -50,6 +51,11 @@ class InstancePool:
             idle.popleft()
         busy[instance] = busy.get(instance, 0) + 1
         return instance
+
+    @property
+    def in_use(self) -> bool:
+        """Whether some instance is running a batch."""
+        return any(self._busy.values())
 
     def try_acquire(self) -> ModelInstance | None:
         return self._take() if self._idle and not self._waiters else None

@@ -13,7 +13,9 @@ How a batch is formed, following Triton's `DynamicBatchScheduler`:
     `max_queue_delay_microseconds` from the oldest request for one to form, recomputing the
     remaining delay every time something arrives, and then sends what it has;
   * with no delay it sends what is queued as soon as an instance is free; a request that
-    finds the queue empty and an instance free runs at once.
+    finds the queue empty and an instance free runs at once. One exception, for instances
+    that are costly to reach (a worker process): once requests overlap, a batch is held while
+    the event loop is busy, so that it fills (`gather`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ..stats import ModelStats
 from ..types import InferRequest
 from .base import InstancePool, Scheduler
 from .execute import run_batch
+from .gather import LoopGather
 from .ordering import OrderedRelease
 from .queues import Entry, PriorityQueue
 
@@ -142,13 +145,18 @@ class DynamicBatcher(Scheduler):
         self._loop_task: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[None]] = set()
         self._stopped = False
+        #: With no queue delay and instances that are costly to reach (see `gather`).
+        self.gather = LoopGather() if self.delay_ns == 0 and pool.costly_dispatch else None
 
     # ---------------------------------------------------------------- intake
     async def schedule(self, request: InferRequest, sender: ResponseSender) -> None:
         if self._stopped:
             sender.fail(UnavailableError(f"model '{self.model_name}' is not accepting requests"))
             return
-        if self.delay_ns == 0 and not self.queue.size:
+        gather = self.gather
+        if gather is not None:
+            gather.arrival(bool(self.queue.size) or self.pool.in_use)
+        if self.delay_ns == 0 and not self.queue.size and (gather is None or not gather.active):
             # Nothing waits and nothing would be waited for: with a free instance the batcher
             # would send this request alone at once, so send it from here (as the direct
             # scheduler does) without a round through the batch loop's task.
@@ -203,6 +211,7 @@ class DynamicBatcher(Scheduler):
             task.add_done_callback(self._running.discard)
 
     async def _next_batch(self) -> list[Entry]:
+        held = False
         while True:
             if not self.queue:
                 self._arrived.clear()
@@ -213,11 +222,18 @@ class DynamicBatcher(Scheduler):
             expired = self.delay_ns > 0 and waited >= self.delay_ns
             if plan.preferred_count and not expired:
                 return self.queue.pop_front(plan.preferred_count)
+            if self.gather is not None and not held and not plan.full and self.gather.active:
+                await self.gather.hold(self._full)
+                held = True
+                continue  # plan again with what joined (or was withdrawn) meanwhile
             if self.delay_ns == 0 or expired or plan.full:
                 return self.queue.pop_front(plan.count)
             self._arrived.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._arrived.wait(), (self.delay_ns - waited) / 1e9)
+
+    def _full(self) -> bool:
+        return plan_batch(self.queue, self.limit, self.preferred, self.shape).full
 
     def _execute(
         self, instance: ModelInstance, requests: list[InferRequest], senders: list[ResponseSender]
