@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .proc_cpu import tree_cpu_seconds
+from .proc_cpu import child_pids, tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "identity_fp32"
@@ -52,6 +52,8 @@ async def _level(repo: Path, concurrency: int, size: int, seconds: float) -> dic
     from openinfer.core.server import InferenceServer, ServerOptions
     from openinfer.core.types import InferRequest, Tensor
 
+    me = os.getpid()
+    others = child_pids(me)  # processes started before this level (a test runner's) are not its workers
     server = InferenceServer(ServerOptions([repo]), BackendRegistry())
     await server.start()
     values = np.random.default_rng(size).random((1, size), dtype=np.float32)
@@ -68,13 +70,12 @@ async def _level(repo: Path, concurrency: int, size: int, seconds: float) -> dic
             done += 1
             await asyncio.sleep(0)  # an in-process answer never suspends: let the others run
 
-    me = os.getpid()
     tasks = [asyncio.ensure_future(client()) for _ in range(concurrency)]
     try:
         await asyncio.sleep(0.5)
-        n0, own0, workers0, t0 = done, _own_cpu(), tree_cpu_seconds(me, itself=False), time.monotonic()
+        n0, own0, workers0, t0 = done, _own_cpu(), tree_cpu_seconds(me, False, others), time.monotonic()
         await asyncio.sleep(seconds)
-        n1, own1, workers1, t1 = done, _own_cpu(), tree_cpu_seconds(me, itself=False), time.monotonic()
+        n1, own1, workers1, t1 = done, _own_cpu(), tree_cpu_seconds(me, False, others), time.monotonic()
     finally:
         stop = True
         await asyncio.gather(*tasks, return_exceptions=True)

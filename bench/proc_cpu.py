@@ -26,11 +26,16 @@ def _children() -> dict[int, list[int]]:
     return children
 
 
-def tree_cpu_seconds(pid: int, itself: bool = True) -> float:
+def child_pids(pid: int) -> set[int]:
+    """The processes `pid` has started and that are alive now."""
+    return set(_children().get(pid, []))
+
+
+def tree_cpu_seconds(pid: int, itself: bool = True, skip: set[int] | frozenset[int] = frozenset()) -> float:
     """User plus system CPU seconds of `pid` (unless not `itself`) and all its descendants
-    alive now."""
+    alive now, but for the children in `skip` (and theirs)."""
     children = _children()
-    total, todo = 0.0, [pid] if itself else list(children.get(pid, []))
+    total, todo = 0.0, [pid] if itself else [c for c in children.get(pid, []) if c not in skip]
     while todo:
         current = todo.pop()
         todo.extend(children.get(current, []))
