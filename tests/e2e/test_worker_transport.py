@@ -43,6 +43,25 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ -1 ] }, { name: "NEG" data_t
 dynamic_batching { }
 '''
 
+# Answers with its input, changed in place (OUT), and with the second half of it (NEG): both are
+# bytes the server wrote, which come back without a copy.
+DOUBLER = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            x *= 2
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", x),
+                pb_utils.Tensor("NEG", x[:, x.shape[1] // 2:]),
+            ]))
+        return out
+'''
+
 STRINGS = '''
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -160,6 +179,7 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("transport_repo")
     write_model(repo, "echo", ECHO_CONFIG, ECHO)
     write_model(repo, "crasher", ECHO_CONFIG, CRASHER)
+    write_model(repo, "doubler", ECHO_CONFIG, DOUBLER)
     write_model(repo, "middle", ECHO_CONFIG.replace("max_batch_size: 16", "max_batch_size: 16\ninstance_group [ { count: 2 } ]"),
                 HOP.format(next="echo"))
     write_model(repo, "outer", ECHO_CONFIG.replace("max_batch_size: 16", "max_batch_size: 16\ninstance_group [ { count: 2 } ]"),
@@ -204,6 +224,25 @@ def test_many_requests_in_flight_each_get_their_own_answer(server):
 
     with concurrent.futures.ThreadPoolExecutor(24) as pool:
         for future in [pool.submit(one, i) for i in range(120)]:
+            future.result()
+
+
+def test_inputs_answered_as_outputs_come_back_as_the_model_left_them(server):
+    """Outputs that are (part of) the inputs, changed in place, with many batches in flight
+    sending more through the ring than it holds while earlier answers are still being sent."""
+    rng = np.random.default_rng(11)
+
+    def one(i: int) -> None:
+        values = rng.random((1, [16_384, 300_000, 1_000_000][i % 3]), dtype=np.float32) + i
+        client = grpcclient if i % 2 else httpclient
+        result = (grpcclient.InferenceServerClient(server.grpc_url) if i % 2 else
+                  httpclient.InferenceServerClient(server.http_url, network_timeout=300)).infer(
+            "doubler", [_rows(values, client)])
+        np.testing.assert_array_equal(result.as_numpy("OUT"), values * 2)
+        np.testing.assert_array_equal(result.as_numpy("NEG"), values[:, values.shape[1] // 2:] * 2)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for future in [pool.submit(one, i) for i in range(96)]:
             future.result()
 
 

@@ -205,7 +205,7 @@ class PythonInstance(ModelInstance):
         keys = [w.key for w in wires]
         future: asyncio.Future[Executed] = asyncio.get_running_loop().create_future()
         self._batches[batch_id] = _Batch(future, requests, senders)
-        worker.send(Execute(batch_id, wires))
+        worker.send_batch(Execute(batch_id, wires))
         try:
             executed = await asyncio.wait_for(future, self.execute_timeout)
         except asyncio.CancelledError:  # the caller went away: the worker skips or flags the work
@@ -247,6 +247,7 @@ class PythonInstance(ModelInstance):
     def dispatch(self, worker: WorkerProcess, message: Any) -> None:
         kind = type(message)
         if kind is Executed:
+            worker.batch_answered(message.batch_id)
             batch = self._batches.pop(message.batch_id, None)
             if batch is not None and not batch.future.done():
                 batch.future.set_result(message)

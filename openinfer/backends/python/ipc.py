@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import mmap
 import os
 import pickle
@@ -44,6 +45,7 @@ import socket
 import struct
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,6 +90,11 @@ class Arena:
         self._spans: collections.deque[list] = collections.deque()
         self._lock = threading.Lock()  # a view may be released by whichever thread drops it
         self.closed = False
+        #: Sender: positions (monotonic) the ring must not be written over yet, whatever the
+        #: receiver released: a batch's inputs until its answer is in, an answer's echo after.
+        self._pins: dict[object, int] = {}
+        #: Receiver: where the ring's first byte lies in this process, to recognise arrays over it.
+        self.address = np.frombuffer(self.region, np.uint8, 1, _ARENA_HEADER).__array_interface__["data"][0]
 
     @staticmethod
     def create(prefix: str) -> Arena:
@@ -98,7 +105,7 @@ class Arena:
         size = raw.nbytes
         if size > ARENA_SIZE // 4:
             return None
-        (consumed,) = _CONSUMED.unpack_from(self.region, 0)
+        consumed = self._floor()
         start = self.head
         position = start % ARENA_SIZE
         if position + size > ARENA_SIZE:  # never split a buffer across the end: wrap
@@ -114,8 +121,37 @@ class Arena:
 
     def free(self) -> int:
         """Bytes the sender could still put in the ring (its capacity less what is unread)."""
+        return ARENA_SIZE - (self.head - self._floor())
+
+    def _floor(self) -> int:
+        """How far the sender may reuse the ring: what the receiver released, short of pins."""
         (consumed,) = _CONSUMED.unpack_from(self.region, 0)
-        return ARENA_SIZE - (self.head - consumed)
+        if self._pins:
+            with self._lock:
+                return min(consumed, *self._pins.values())
+        return consumed
+
+    def pin(self, key: object, position: int) -> None:
+        """Sender: keep the ring from `position` (monotonic) on unwritten until `unpin(key)`."""
+        with self._lock:
+            self._pins[key] = position
+
+    def unpin(self, key: object) -> None:
+        with self._lock:
+            self._pins.pop(key, None)
+
+    def echo_view(self, batch: int, position: int, size: int) -> tuple[memoryview, object]:
+        """Sender: an answer's tensor that is bytes this side wrote for batch `batch` (the
+        model returned an input, or part of one), where they lie; the ring stays pinned under
+        it until `unpin` of the returned key."""
+        with self._lock:
+            start = self._pins.get(batch)
+            if start is None or position < 0 or position + size > ARENA_SIZE:
+                raise EOFError(f"an answer refers to ring bytes of batch {batch} no longer held")
+            key = object()
+            self._pins[key] = start
+        base = _ARENA_HEADER + position
+        return self.view[base : base + size], key
 
     def take(self, descriptor: str, size: int) -> bytearray:
         """Copy a buffer out of the ring and release its space to the sender."""
@@ -199,7 +235,31 @@ def _read_shm(name: str, size: int) -> memoryview:
         os.close(fd)
 
 
-def encode(message: Any, arena: Arena | None = None) -> bytes:
+def echo_finder(batch: int, arrays: list[np.ndarray], ring: Arena) -> Callable[[np.ndarray], str | None]:
+    """Worker: for an answer to `batch`, the descriptor of an output that lies inside one of
+    the batch's inputs in the inbound `ring` (`^batch:position`), so it is not copied back:
+    the server reads it where it wrote it. None for any other array."""
+    low, high = ring.address, ring.address + ARENA_SIZE
+    spans = []
+    for array in arrays:
+        start = array.__array_interface__["data"][0]
+        if low <= start < high:
+            spans.append((start, start + array.nbytes))
+
+    def echo(array: np.ndarray) -> str | None:
+        if not spans or not array.flags.c_contiguous:
+            return None
+        start = array.__array_interface__["data"][0]
+        end = start + array.nbytes
+        for first, last in spans:
+            if first <= start and end <= last:
+                return f"^{batch}:{start - low}"
+        return None
+
+    return echo
+
+
+def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray], str | None] | None = None) -> bytes:
     """One message as a frame: the hot ones packed (`packed`), the others pickled."""
     head = arena.head if arena is not None else 0
     files: list[str] = []
@@ -212,7 +272,7 @@ def encode(message: Any, arena: Arena | None = None) -> bytes:
         return descriptor
 
     try:
-        parts = packed.pack(message, put_large, SHM_THRESHOLD)
+        parts = packed.pack(message, put_large, SHM_THRESHOLD, echo)
     except packed.Unpackable:  # give back what the packing had written, then pickle
         if arena is not None:
             arena.head = head
@@ -237,10 +297,10 @@ def encode(message: Any, arena: Arena | None = None) -> bytes:
     return _FRAME.pack(len(body), PICKLED) + body
 
 
-def decode(codec: int, body: memoryview, arena: Arena | None = None) -> Any:
-    """The message of one frame's body."""
+def decode(codec: int, body: memoryview, arena: Arena | None = None, sent: Arena | None = None) -> Any:
+    """The message of one frame's body (`sent`: the ring this side writes, which echoes read)."""
     if codec == PACKED:
-        return packed.unpack(body, lambda descriptor, dtype, shape: _array(descriptor, dtype, shape, arena))
+        return packed.unpack(body, lambda descriptor, dtype, shape: _array(descriptor, dtype, shape, arena, sent))
     if codec != PICKLED:
         raise EOFError(f"unknown frame codec {codec}")
     (length,) = _LENGTH.unpack_from(body, 0)
@@ -256,10 +316,20 @@ def decode(codec: int, body: memoryview, arena: Arena | None = None) -> Any:
     return pickle.loads(payload, buffers=buffers)
 
 
-def _array(name: str, dtype: np.dtype, shape: tuple, arena: Arena | None) -> np.ndarray:
+def _array(name: str, dtype: np.dtype, shape: tuple, arena: Arena | None, sent: Arena | None = None) -> np.ndarray:
     """A large tensor read where it lies: a view into the ring (its space is released when the
-    last array over it goes), or over a file of its own."""
-    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    last array over it goes), into the ring this side wrote (an echo, pinned as long), or over
+    a file of its own."""
+    size = math.prod(shape) * dtype.itemsize
+    if name.startswith("^"):
+        if sent is None:
+            raise EOFError("an echoed buffer arrived on a channel without a ring")
+        batch, position = (int(x) for x in name[1:].split(":"))
+        view, key = sent.echo_view(batch, position, size)
+        flat = np.frombuffer(view, dtype)
+        del view
+        weakref.finalize(flat.base, sent.unpin, key)
+        return flat.reshape(shape)
     if name.startswith("@") and arena is not None:
         view, span = arena.take_view(name, size)
         flat = np.frombuffer(view, dtype)
@@ -282,8 +352,9 @@ class FrameReader:
     """Cuts a byte stream into messages: everything one read brought is decoded at once, so the
     server's loop runs one callback per read, however many answers it carried."""
 
-    def __init__(self, arena: Arena | None = None) -> None:
+    def __init__(self, arena: Arena | None = None, sent: Arena | None = None) -> None:
         self.arena = arena
+        self.sent = sent  # the ring the other way, which answers may echo
         self._rest = bytearray()
         #: Bytes the frame begun in `_rest` still lacks (0 when its header is not in yet).
         self.missing = 0
@@ -302,7 +373,7 @@ class FrameReader:
                 if end > total:
                     self.missing = end - total
                     break
-                messages.append(decode(codec, view[offset + _FRAME.size : end], self.arena))
+                messages.append(decode(codec, view[offset + _FRAME.size : end], self.arena, self.sent))
                 offset = end
         self._rest = bytearray(data[offset:]) if offset < total else bytearray()
         return messages
@@ -353,9 +424,9 @@ class BlockingChannel:
         self._ready.clear()
         return messages
 
-    def send(self, message: Any) -> None:
+    def send(self, message: Any, echo: Callable[[np.ndarray], str | None] | None = None) -> None:
         with self._write_lock:  # the ring is reserved in send order: one writer at a time
-            self.sock.sendall(encode(message, self.outbound))
+            self.sock.sendall(encode(message, self.outbound, echo))
 
 
 def cleanup_leftovers(pid: int) -> None:

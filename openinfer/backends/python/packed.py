@@ -76,11 +76,12 @@ def _parameters(parameters: dict) -> dict:
 class _Packer:
     """Collects one message's tensor bytes: small ones inline, large ones through `put_large`."""
 
-    __slots__ = ("chunks", "put_large", "threshold")
+    __slots__ = ("chunks", "echo", "put_large", "threshold")
 
-    def __init__(self, put_large: Callable[[memoryview], str], threshold: int) -> None:
+    def __init__(self, put_large: Callable[[memoryview], str], threshold: int,
+                 echo: Callable[[np.ndarray], str | None] | None = None) -> None:
         self.chunks: list[Any] = []
-        self.put_large, self.threshold = put_large, threshold
+        self.put_large, self.threshold, self.echo = put_large, threshold, echo
 
     def tensors(self, tensors: list) -> list:
         out = []
@@ -95,9 +96,11 @@ class _Packer:
                 self.chunks.append(array.tobytes())  # C order, whatever the array's strides
                 where: int | str = size
             else:
-                if not array.flags.c_contiguous:
-                    array = np.ascontiguousarray(array)
-                where = self.put_large(memoryview(array.reshape(-1)).cast("B"))
+                where = self.echo(array) if self.echo is not None else None
+                if where is None:
+                    if not array.flags.c_contiguous:
+                        array = np.ascontiguousarray(array)
+                    where = self.put_large(memoryview(array.reshape(-1)).cast("B"))
             out.append((name, datatype, array.shape, dtype, where))
         return out
 
@@ -107,10 +110,12 @@ class _Packer:
         return (self.tensors(response.outputs), _parameters(response.parameters), response.error)
 
 
-def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int) -> list[Any] | None:
-    """The message's packed parts (to be joined), or None for a type this codec does not carry."""
+def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int,
+         echo: Callable[[np.ndarray], str | None] | None = None) -> list[Any] | None:
+    """The message's packed parts (to be joined), or None for a type this codec does not carry.
+    `echo` names where a large tensor already lies on the other side (None: it is copied)."""
     kind = type(message)
-    packer = _Packer(put_large, threshold)
+    packer = _Packer(put_large, threshold, echo if kind is Executed else None)
     if kind is Execute:
         body: tuple = (_EXECUTE, message.batch_id, [
             (r.key, r.model_name, r.model_version, r.id, packer.tensors(r.inputs), r.outputs,

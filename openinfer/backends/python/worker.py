@@ -232,7 +232,12 @@ class Worker:
         if responses is not None and len(live) != len(message.requests):
             by_key = dict(zip((w.key for w in live), responses))
             responses = [by_key.get(w.key) for w in message.requests]
-        self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses))
+        inbound = self.channel.inbound
+        echo = None
+        if inbound is not None and responses:
+            inputs = [array for wire in live for _, _, array in wire.inputs if array.nbytes >= ipc.SHM_THRESHOLD]
+            echo = ipc.echo_finder(message.batch_id, inputs, inbound) if inputs else None
+        self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses), echo)
         if outcome.error is not None or not self.runner.decoupled:  # type: ignore[union-attr]
             answered = [w.key for w, r in zip(live, outcome.responses or []) if r is not None]
             self.host.finish(answered if outcome.error is None else [w.key for w in live])

@@ -112,6 +112,20 @@ class WorkerProcess:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(ipc.encode(message, self.to_worker))
 
+    def send_batch(self, message: Any) -> None:
+        """Send an `Execute`, its inputs' ring space pinned until `batch_answered`: the answer
+        may name them as its outputs (a model that returns an input) instead of copying them."""
+        arena = self.to_worker
+        start = arena.head if arena is not None else 0
+        self.send(message)
+        if arena is not None and arena.head != start:
+            arena.pin(message.batch_id, start)
+
+    def batch_answered(self, batch_id: int) -> None:
+        """The batch's answer is decoded: its outputs hold what they echo on their own."""
+        if self.to_worker is not None:
+            self.to_worker.unpin(batch_id)
+
     def _flush(self) -> None:
         frames, self._outbox = self._outbox, []
         if self.transport is not None and not self.dead:
@@ -192,6 +206,7 @@ class _Channel(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.frames.arena = self.worker.from_worker
+        self.frames.sent = self.worker.to_worker
 
     def data_received(self, data: bytes) -> None:
         worker = self.worker

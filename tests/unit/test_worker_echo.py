@@ -1,0 +1,98 @@
+"""Outputs a model returns from its own inputs go back as "echoes": the server reads them in
+the ring it wrote them to, which stays pinned under them. Both ends of both rings live in this
+process here; the channel's own code does each side's part."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from openinfer.backends.python import ipc
+from openinfer.backends.python.wire import Execute, Executed, WireRequest, WireResponse
+
+N = ipc.SHM_THRESHOLD // 4  # FP32 elements: the smallest tensor that goes through the ring
+
+
+@pytest.fixture
+def rings():
+    """(server's to-worker ring, the worker's view of it, worker's from-worker ring, the server's view)."""
+    to_worker, from_worker = ipc.Arena.create(ipc.shm_prefix()), ipc.Arena.create(ipc.shm_prefix())
+    inbound, outbound = ipc.Arena(to_worker.name), ipc.Arena(from_worker.name)
+    yield to_worker, inbound, outbound, from_worker
+    for ring in (inbound, outbound, to_worker, from_worker):
+        ring.close(unlink=ring in (to_worker, from_worker))
+
+
+def send_batch(ring: ipc.Arena, batch: int, values: np.ndarray) -> bytes:
+    """The server's side of `WorkerProcess.send_batch`: encode, then pin what the batch wrote."""
+    start = ring.head
+    request = WireRequest(1, "m", "", "", [("IN", "FP32", values)], ["OUT"], {}, 0, 0, 0)
+    frame = ipc.encode(Execute(batch, [request]), ring)
+    ring.pin(batch, start)
+    return frame
+
+
+def test_an_input_returned_as_output_is_not_copied_and_reads_what_the_model_wrote(rings):
+    to_worker, inbound, outbound, from_worker = rings
+    original = np.arange(2 * N, dtype=np.float32).reshape(1, -1)
+    frame = send_batch(to_worker, 7, original)
+
+    # worker: the model doubles its input in place and answers with it, a slice of it, and a copy
+    (message,) = ipc.FrameReader(inbound).feed(frame)
+    x = message.requests[0].inputs[0][2]
+    x *= 2
+    echo = ipc.echo_finder(7, [x], inbound)
+    head = outbound.head
+    answer = ipc.encode(Executed(7, [WireResponse([("OUT", "FP32", x), ("HALF", "FP32", x[:, N:]),
+                                                    ("COPY", "FP32", x.copy())], {})], None, []), outbound, echo)
+    assert outbound.head - head == x.nbytes  # only the copy went through the return ring
+    del message, x
+    gc.collect()  # the worker lets go of its input: the ring space is released on its side
+
+    # server: the answer reads where the server wrote the input
+    (executed,) = ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
+    to_worker.unpin(7)  # `batch_answered`: the outputs hold their own pins now
+    outputs = {name: array for name, _, array in executed.responses[0].outputs}
+    np.testing.assert_array_equal(outputs["OUT"], original * 2)
+    np.testing.assert_array_equal(outputs["HALF"], original[:, N:] * 2)
+    np.testing.assert_array_equal(outputs["COPY"], original * 2)
+
+    # However much the server sends meanwhile, it never writes over an echo still held.
+    held = ipc.ARENA_SIZE - to_worker.free()
+    assert held > 0
+    for _ in range(3 * ipc.ARENA_SIZE // (4 * N)):
+        frame = ipc.encode(Execute(8, [WireRequest(2, "m", "", "", [("IN", "FP32", np.full((1, N), -1, np.float32))],
+                                                   [], {}, 0, 0, 0)]), to_worker)
+        for _, _, array in ipc.FrameReader(inbound).feed(frame)[0].requests[0].inputs:
+            del array  # the worker takes each and lets it go at once
+    np.testing.assert_array_equal(outputs["OUT"], original * 2)
+    np.testing.assert_array_equal(outputs["HALF"], original[:, N:] * 2)
+    outputs.clear()
+    executed = None
+    gc.collect()
+    assert to_worker.free() == ipc.ARENA_SIZE
+
+
+def test_only_the_batchs_own_inputs_are_echoed(rings):
+    to_worker, inbound, outbound, from_worker = rings
+    frame = send_batch(to_worker, 1, np.ones((1, N), np.float32))
+    (message,) = ipc.FrameReader(inbound).feed(frame)
+    x = message.requests[0].inputs[0][2]
+    assert ipc.echo_finder(1, [x], inbound)(x) == f"^1:{x.__array_interface__['data'][0] - inbound.address}"
+    assert ipc.echo_finder(2, [], inbound)(x) is None  # another batch's answer copies it
+    assert ipc.echo_finder(1, [x], inbound)(np.ones((1, N), np.float32)) is None  # not in the ring
+    assert ipc.echo_finder(1, [x], inbound)(x.reshape(2, -1).T) is None  # not contiguous: copied
+
+
+def test_an_echo_of_a_batch_no_longer_pinned_is_refused(rings):
+    to_worker, inbound, outbound, from_worker = rings
+    frame = send_batch(to_worker, 3, np.ones((1, N), np.float32))
+    (message,) = ipc.FrameReader(inbound).feed(frame)
+    x = message.requests[0].inputs[0][2]
+    answer = ipc.encode(Executed(3, [WireResponse([("OUT", "FP32", x)], {})], None, []), outbound,
+                        ipc.echo_finder(3, [x], inbound))
+    to_worker.unpin(3)
+    with pytest.raises(EOFError, match="no longer held"):
+        ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
