@@ -49,7 +49,12 @@ class Worker:
 
     A watcher thread reads instead while `execute` runs longer than `WATCH_S`, or at once when a
     thread waits for a service answer (BLS); it hands the socket back as soon as the main thread
-    waits for work again. One reader at a time: whoever holds `_read_lock`."""
+    waits for work again. One reader at a time: whoever holds `_read_lock`.
+
+    The watcher looks every `WATCH_S` only while work comes in; after a look that found none
+    since the last, it parks until the next task starts. An idle worker then costs no wake-ups
+    (here each costs about 80 µs of CPU: a server with a few idle models spent 2% of a core on
+    their watchers)."""
 
     def __init__(self, channel: ipc.BlockingChannel) -> None:
         self.channel = channel
@@ -65,6 +70,9 @@ class Worker:
         self._main_waiting = False
         self._busy_since: float | None = None
         self._wanted = threading.Event()
+        self._started = 0  # tasks begun, which the watcher compares between looks
+        self._parked = False
+        self._park_lock = threading.Lock()
 
     # --------------------------------------------------------------- reading
     def route(self, message: Any) -> None:
@@ -134,12 +142,16 @@ class Worker:
     def watch(self) -> None:
         """The watcher thread: reads while the main thread is busy for long or a thread waits
         for the server."""
+        seen = -1
         while True:
-            if self._wanted.wait(WATCH_S):
+            if self._wanted.wait(None if self._parked else WATCH_S):
                 self._wanted.clear()
             busy = self._busy_since
             long_busy = busy is not None and time.monotonic() - busy >= WATCH_S
             if not (long_busy or self.host.awaiting_replies):
+                with self._park_lock:
+                    self._parked = busy is None and self._started == seen
+                    seen = self._started
                 continue
             if not self._read_lock.acquire(blocking=False):
                 continue  # someone reads already
@@ -156,6 +168,15 @@ class Worker:
                         break
             finally:
                 self._stop_reading()
+
+    def _begin(self) -> None:
+        """The main thread starts a task: the watcher must be looking while it runs."""
+        self._busy_since = time.monotonic()
+        with self._park_lock:
+            self._started += 1
+            if self._parked:
+                self._parked = False
+                self._wanted.set()
 
     def _stop_reading(self) -> None:
         """Give up the socket; the main thread, if it waits for it, reads next."""
@@ -252,14 +273,14 @@ class Worker:
                 return
             kind = type(message)
             if kind is Execute:
-                self._busy_since = time.monotonic()
+                self._begin()
                 try:
                     self.execute(message)
                 finally:
                     self._busy_since = None
                     del message  # its inputs' ring space is free while we wait for the next
                 continue
-            self._busy_since = time.monotonic()
+            self._begin()
             try:
                 if kind is Load:
                     self.host.model_dir = message.model_dir or os.path.dirname(os.path.abspath(message.path))
