@@ -6,8 +6,10 @@ several workers."""
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import queue
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -154,6 +156,7 @@ class TritonPythonModel:
 # that thread reads the socket now and then while the main thread waits for the next request.
 TICKER = '''
 import threading
+import time
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -350,3 +353,29 @@ def test_a_decoupled_model_polling_for_cancellation_never_stalls_the_next_reques
             assert values == [0.0, 1.0, 2.0, 3.0, 4.0], round_
     finally:
         client.stop_stream()
+
+
+def _wake_ups(pid: int) -> int:
+    """Voluntary context switches of every thread of `pid` and of its children: how often they slept and woke."""
+    total = 0
+    for child in [pid, *(int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split())]:
+        for task in os.listdir(f"/proc/{child}/task"):
+            with open(f"/proc/{child}/task/{task}/status") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+    return total
+
+
+def test_an_idle_worker_does_not_wake_up(tmp_path):
+    """Once a worker has had nothing to do for a while, none of its threads wakes until the next
+    request (which still reaches it, and a cancellation during a long execute still does)."""
+    write_model(tmp_path, "echo", ECHO_CONFIG, ECHO)
+    with Server(tmp_path).start(wait_for="ready") as running:
+        client = httpclient.InferenceServerClient(running.http_url)
+        values = np.ones((1, 4), np.float32)
+        np.testing.assert_array_equal(client.infer("echo", [_rows(values, httpclient)]).as_numpy("OUT"), values)
+        worker = int(open(f"/proc/{running.process.pid}/task/{running.process.pid}/children").read().split()[0])
+        time.sleep(0.5)  # the watcher's last looks find nothing begun: it parks
+        before = _wake_ups(worker)
+        time.sleep(1.0)
+        assert _wake_ups(worker) == before
+        np.testing.assert_array_equal(client.infer("echo", [_rows(values + 1, httpclient)]).as_numpy("OUT"), values + 1)
