@@ -172,3 +172,23 @@ def test_no_buffer_is_overwritten_while_held_whatever_the_sizes_and_release_orde
     held.clear()
     array = None  # the loop's last one
     assert arena.free() == ipc.ARENA_SIZE
+
+
+def test_an_empty_ring_starts_over_at_its_beginning(arena):
+    """Nothing held: the next buffer goes where the last one went (memory still in the caches),
+    not on through the whole ring; something held: it goes after it."""
+    reader = ipc.FrameReader(arena)
+    chunk = np.full(ipc.SHM_THRESHOLD, 5, np.uint8)
+
+    def position_of_next() -> tuple[int, np.ndarray]:
+        head = arena.head
+        (message,) = reader.feed(ipc.encode(Respond(1, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
+        return (arena.head - chunk.nbytes) % ipc.ARENA_SIZE if arena.head > head else -1, message.response.outputs[0][2]
+
+    first, array = position_of_next()
+    del array
+    again, array = position_of_next()
+    assert again == first == 0
+    held, other = position_of_next()
+    assert held == chunk.nbytes  # the first is still held: this one goes after it
+    np.testing.assert_array_equal(array, chunk)

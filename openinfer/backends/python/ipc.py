@@ -93,6 +93,7 @@ class Arena:
         #: Sender: positions (monotonic) the ring must not be written over yet, whatever the
         #: receiver released: a batch's inputs until its answer is in, an answer's echo after.
         self._pins: dict[object, int] = {}
+        self._rewound = 0  # sender: where it last started over on an empty ring
         #: Receiver: where the ring's first byte lies in this process, to recognise arrays over it.
         self.address = np.frombuffer(self.region, np.uint8, 1, _ARENA_HEADER).__array_interface__["data"][0]
 
@@ -108,6 +109,10 @@ class Arena:
         consumed = self._floor()
         start = self.head
         position = start % ARENA_SIZE
+        if consumed == start and position:  # nothing is held: start over where the ring is warm
+            start += ARENA_SIZE - position
+            position = 0
+            self._rewound = start  # all before it is free, whatever `consumed` says until a release
         if position + size > ARENA_SIZE:  # never split a buffer across the end: wrap
             start += ARENA_SIZE - position
             position = 0
@@ -126,6 +131,7 @@ class Arena:
     def _floor(self) -> int:
         """How far the sender may reuse the ring: what the receiver released, short of pins."""
         (consumed,) = _CONSUMED.unpack_from(self.region, 0)
+        consumed = max(consumed, self._rewound)
         if self._pins:
             with self._lock:
                 return min(consumed, *self._pins.values())
