@@ -8,6 +8,11 @@ pickled. A tensor of `SHM_THRESHOLD` bytes or more goes through the direction's 
 view; the ring space returns to the sender when the last array over it is dropped (the sender
 reuses the ring up to the oldest buffer still held; a buffer that does not fit, too large or
 behind one still held, goes through a file of its own that the receiver maps and unlinks).
+When everything sent has been released, the sender starts over at the ring's start, where the
+memory is still in the caches. An output that is one of its batch's own inputs (or part of one)
+is not copied back: the answer names where it lies in the ring the server wrote (`^batch:pos`),
+and the server keeps that ring from the batch's inputs on unwritten (`pin`) until the answer is
+decoded, then under each such output until it is dropped.
 
 What each step costs, one [1,16] FP32 request on the 2-core development machine (best of
 repeated runs; the machine is shared, so take these as orders of magnitude):
@@ -22,14 +27,14 @@ repeated runs; the machine is shared, so take these as orders of magnitude):
 | worker: reader thread hands the request to the main thread | 8 µs CPU, 32 µs wall | none |
 | server: a coroutine awaiting header, body, names per message | 3 awaits | one callback per read |
 | [1,65536] FP32 through the ring (copied out, then viewed) | 224 µs | 168 µs |
+| put of [1,65536] FP32 into the ring (on through it, then started over when empty) | 34-58 µs | 12-15 µs |
+| identity's [1,65536] FP32 output back (copied, then named where it lies) | ~60 µs | 0 |
 
-What stays is inherent to two processes: a process wake-up each way (a socketpair ping-pong
-costs 10-12 µs of CPU per round trip between two processes, 26 µs wall at best) and one
-future resolved on the server's loop (5.5 µs). An eventfd doorbell with the messages in a
-shared ring instead of the socket would save the copy of a 200-byte frame through the kernel
-(socket send and recv, 3 µs, against 1-1.5 µs for an eventfd write and read) but not the
-wake-ups, and spinning before sleeping burns a core the server and the client need on a small
-machine; the socket also tells each side at once when the other dies.
+What stays is inherent to two processes: a wake-up each way (a socketpair ping-pong costs
+10-12 µs of CPU per round trip, 26 µs wall at best) and one future resolved on the server's loop
+(5.5 µs). An eventfd doorbell would save a 200-byte frame's trip through the kernel (3 µs against
+1-1.5) but not the wake-ups; spinning burns a core the server and the client need on a small
+machine; and the socket tells each side at once when the other dies.
 """
 
 from __future__ import annotations
