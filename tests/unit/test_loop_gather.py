@@ -115,3 +115,25 @@ async def test_a_cancelled_held_request_leaves_the_batch(long_hold):
     senders[1].cancel()
     await asyncio.gather(senders[0].future, senders[2].future)
     assert inst.batches == [["r0", "r2"]]
+
+
+async def test_a_model_slower_than_the_hold_is_never_held(monkeypatch):
+    """Where a batch runs longer than a hold would last, requests wait for the instance, not
+    for the loop: the batcher goes back to sending at once."""
+    monkeypatch.setattr(gather, "MAX_HOLD_NS", 1_000_000)
+    inst = CostlyInstance()
+    batcher = batcher_of(inst)
+    inst.gate = asyncio.Event()
+    first = await submit(batcher, request("r0", 0))
+    await settle()
+    batcher.gather.arrival(True)
+    assert batcher.gather.active
+    await asyncio.sleep(0.005)  # r0's batch runs 5 ms
+    inst.gate.set()
+    await first.future
+    batcher.gather.arrival(True)  # requests still overlap
+    assert not batcher.gather.active
+    inst.gate = None
+    senders = await busy_frontend(batcher, 6, first=1)
+    await asyncio.gather(*(s.future for s in senders))
+    assert inst.batches[1] == ["r1"]  # sent as soon as it came, with the instance free

@@ -241,7 +241,8 @@ class DynamicBatcher(Scheduler):
         """The batch's run (to await or to make a task of), giving the instance back at its end."""
         if self.ordering is not None:
             senders = self.ordering.wrap(senders)
-        return run_batch(instance, requests, senders, self.stats, self.model_name, self.pool.release)
+        release = self.pool.release if self.gather is None else self.gather.timed(self.pool.release)
+        return run_batch(instance, requests, senders, self.stats, self.model_name, release)
 
     # ---------------------------------------------------------------- shutdown
     async def stop(self) -> None:
