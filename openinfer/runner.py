@@ -339,6 +339,10 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
     return fronts
 
 
+#: At shutdown, how long no request may have been refused before the listeners close.
+LINGER_QUIET_SECS = 0.5
+
+
 async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     from .frontends.grpc import transport_options
 
@@ -385,6 +389,7 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     await stop.wait()
     print("Shutting down: draining in-flight requests", file=sys.stderr, flush=True)
     await server.stop()  # refuses new work, waits for in-flight requests, unloads
+    await server.inflight.quiet(LINGER_QUIET_SECS, args.exit_linger_secs)
     await fronts.stop()
     return 0
 

@@ -119,6 +119,10 @@ def _server(p: argparse.ArgumentParser) -> None:
     g.add_argument("--id", default="triton", help="server id reported by server metadata")
     g.add_argument("--exit-timeout-secs", type=number, default=30, metavar="SECONDS",
                    help="on shutdown, wait this long for in-flight requests before unloading models")
+    g.add_argument("--exit-linger-secs", type=number, default=5, metavar="SECONDS",
+                   help="on shutdown, while clients still send requests (each refused 'Server not ready'), "
+                        "keep the listeners open until none came for half a second, at most this long: a load "
+                        "balancer routes here until its health checks fail (openinfer's own flag)")
     _bool_flag(g, "--allow-client-shm", False,
                "let clients register system and CUDA shared-memory regions (openinfer's own switch)")
 

@@ -1,19 +1,26 @@
-"""A count of requests in flight, and a wait for it to reach zero."""
+"""A count of requests in flight and a wait for it to reach zero; at shutdown, the requests
+refused and a wait for clients to stop sending them."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 
 class InFlight:
     """Entering and leaving cost an integer add each: the future a drain waits on exists only
     while somebody drains (shutdown, unload), so the request path never touches an event."""
 
-    __slots__ = ("count", "_drained")
+    __slots__ = ("count", "_drained", "refused_at")
 
     def __init__(self) -> None:
         self.count = 0
         self._drained: asyncio.Future[None] | None = None
+        #: When a request was last refused because the server is stopping (monotonic), or None.
+        self.refused_at: float | None = None
+
+    def refuse(self) -> None:
+        self.refused_at = time.monotonic()
 
     def leave(self) -> None:
         self.count -= 1
@@ -34,3 +41,17 @@ class InFlight:
         except asyncio.TimeoutError:
             return False
         return True
+
+    async def quiet(self, period: float, limit: float) -> None:
+        """Once requests have been refused, wait until none has been for `period` seconds, at
+        most `limit`: a load balancer goes on routing to a stopping server until its health
+        checks fail, and a listener that closed under it would fail the streams in transit (a
+        gRPC stream that crosses the GOAWAY is cancelled, not refused). With no request refused,
+        nobody is sending: no wait."""
+        deadline = time.monotonic() + limit
+        while self.refused_at is not None:
+            now = time.monotonic()
+            wait = min(self.refused_at + period, deadline) - now
+            if wait <= 0:
+                return
+            await asyncio.sleep(wait)

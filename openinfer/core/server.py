@@ -176,6 +176,7 @@ class InferenceServer:
         fit the model, inputs named in shared memory are read, and every region the request
         uses is held until it ends."""
         if self.exiting:
+            self.inflight.refuse()
             raise UnavailableError("Server not ready")
         model = self.repository.get(request.model_name, request.model_version)
         if model.decoupled and not stream:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -166,3 +167,28 @@ def test_sigterm_under_load_finishes_in_flight_refuses_new_and_exits_zero(doomed
     assert sum(line.startswith("done T") for line in models.events(model_dir)) == 4
     # Callers that raced the shutdown got UNAVAILABLE (or found the listener gone), never a wrong answer.
     assert all("Server not ready" in e or "connect" in e.lower() or "unavailable" in e.lower() for e in load.errors), load.errors[:5]
+
+
+def test_sigterm_keeps_refusing_while_clients_send_and_closes_once_they_stop(tmp_path):
+    """A balancer routes to a stopping server until its health checks fail: the listeners stay
+    open, each request refused with UNAVAILABLE, not cut off, until requests stop coming."""
+    repo = models.copy_examples(tmp_path / "repo", ("add_sub",))
+    server = Server(repo, ["--exit-linger-secs", "60"]).start(wait_for="ready")
+    try:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        inputs = [grpcclient.InferInput(name, [4], "FP32") for name in ("INPUT0", "INPUT1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(np.arange(4, dtype=np.float32))
+        assert client.infer("add_sub", inputs).as_numpy("OUTPUT0").tolist() == [0, 2, 4, 6]
+        server.process.terminate()  # SIGTERM
+        refusals: list[str] = []
+        while len(refusals) < 20:  # well past the unload: each answered, none cut off
+            with pytest.raises(InferenceServerException) as info:
+                client.infer("add_sub", inputs)
+            refusals.append(f"{info.value.status()}: {info.value.message()}")
+            time.sleep(0.05)
+        assert set(refusals) == {"StatusCode.UNAVAILABLE: Server not ready"}, refusals
+        assert server.process.poll() is None  # still answering while refused requests come
+        assert server.process.wait(30) == 0, server.log()  # then quiet: closes long before 60 s
+    finally:
+        server.stop()
