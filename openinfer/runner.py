@@ -137,6 +137,7 @@ def server_options(args: Settings) -> ServerOptions:
         remotes=remotes,
         load_retry=max(args.model_load_retry_count, 0),
         gpu_limits=_gpu_limits(args.model_load_gpu_limit),
+        namespacing=args.model_namespacing,
     )
     return ServerOptions(
         model_repositories=local + [remote.local for remote in remotes],

@@ -153,6 +153,9 @@ def _repository(p: argparse.ArgumentParser) -> None:
     _bool_flag(g, "--exit-on-error", True,
                "exit (code 1) when a model fails to load at start-up; false serves the models that loaded")
     _bool_flag(g, "--strict-readiness", True, "report the server ready only when every model is ready")
+    _bool_flag(g, "--model-namespacing", False,
+               "each --model-repository a namespace of its own: the same model name may be in several "
+               "(served by name only where one has it; an ensemble runs its own repository's models)")
     g.add_argument("--disable-auto-complete-config", action="store_true",
                    help="use each config.pbtxt as written, without filling in what the backend could infer")
     g.add_argument("--model-config-name", default=None, metavar="NAME",

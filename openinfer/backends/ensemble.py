@@ -174,6 +174,7 @@ class EnsembleInstance(ModelInstance):
             priority=request.priority,
             timeout_us=request.timeout_us,
             trace_parent=otel.child_of(request.trace),  # its spans hang under the ensemble's
+            namespace=str(self.ctx.model_dir.parent),
         )
         server = self.ctx.server
         if server is None:

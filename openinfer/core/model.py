@@ -67,6 +67,8 @@ class LoadedModel:
         self.name = ctx.name
         self.version = ctx.version
         self.version_str = str(ctx.version)
+        #: Its repository with `--model-namespacing` (a metrics label); "" without.
+        self.namespace = ""
         self.config: mc.ModelConfig = ctx.config
         self.max_batch_size = ctx.config.max_batch_size
         self.decoupled = ctx.config.model_transaction_policy.decoupled

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
@@ -55,6 +56,8 @@ class RepositoryOptions:
     load_retry: int = 0
     #: `--model-load-gpu-limit`: the largest used fraction of each GPU's memory after a load.
     gpu_limits: dict[int, float] = field(default_factory=dict)
+    #: `--model-namespacing`: each repository a namespace of its own (`namespaced`).
+    namespacing: bool = False
 
 
 class ModelRepository:
@@ -67,11 +70,20 @@ class ModelRepository:
         self.loader = loader
         self.entries: dict[str, ModelEntry] = {}
         self._poll_task: asyncio.Task[None] | None = None
+        #: With `--model-namespacing` (`namespaced`): this repository's namespace, and where an
+        #: ensemble's composing model of a given name is found (here, or in another namespace).
+        self.namespace = ""
+        self.composing_owner: Callable[[str], ModelRepository] = lambda name: self
 
     # ------------------------------------------------------------------ lookup
     def find_model_dir(self, name: str) -> Path | None:
         found = self._model_dirs(name)
         return found[0] if len(found) == 1 else None
+
+    def has(self, name: str) -> bool:
+        """A model of that name is here: its folder, or a model loaded from files a client sent."""
+        entry = self.entries.get(name)
+        return bool(self._model_dirs(name)) or (entry is not None and entry.override_dir is not None)
 
     def _model_dirs(self, name: str) -> list[Path]:
         """Every repository folder of that name (more than one: the model is not unique)."""
@@ -104,8 +116,9 @@ class ModelRepository:
                     raise
                 log.error("failed to poll model repository %s: %s", remote.url, exc)
 
-    def get(self, name: str, version: str = "") -> LoadedModel:
-        """The model that serves a request, with Triton's errors for every miss."""
+    def get(self, name: str, version: str = "", namespace: str | None = None) -> LoadedModel:
+        """The model that serves a request, with Triton's errors for every miss (one
+        repository is one namespace: `namespace` changes nothing here)."""
         return serving_model(self.entries.get(name), name, version)
 
     def ready_versions(self, name: str) -> list[int]:
@@ -256,8 +269,9 @@ class ModelRepository:
             config_override = entry.config_override
         fingerprint = model_files.fingerprint(model_dir) + (config_override or "")
         if (config_override is None or retained) and not files and entry.fingerprint == fingerprint \
-                and entry.ready_versions():
-            return  # unchanged and loaded: nothing to do
+                and entry.ready_versions():  # unchanged and loaded: only a composing model may be missing
+            await self._load_composing(entry, entry.versions[entry.ready_versions()[0]].model.config)  # type: ignore[union-attr]
+            return
         config = self._polled_config(entry, model_dir, config_override, fingerprint)
         versions = model_files.select_versions(config, model_files.version_dirs(model_dir))
         if not versions:
@@ -287,7 +301,9 @@ class ModelRepository:
         tries_left = self.options.load_retry
         while True:
             try:
-                return await self.loader.load(name, version, config, model_dir)
+                model = await self.loader.load(name, version, config, model_dir)
+                model.namespace = self.namespace
+                return model
             except Exception as exc:
                 if tries_left <= 0:
                     raise
@@ -367,14 +383,15 @@ class ModelRepository:
         try:
             for step in config.ensemble_scheduling.step:
                 dep = step.model_name
-                if not dep or self.ready_versions(dep):
+                owner = self.composing_owner(dep) if dep else self
+                if not dep or owner.ready_versions(dep):
                     continue
                 if dep == entry.name or dep in stack:
                     reason = f"ensemble '{entry.name}' depends on itself through model '{dep}'"
                     self._mark_failed(entry, [], reason)
                     raise InvalidArgumentError(f"load failed for model '{entry.name}': {reason}")
                 try:
-                    await self.load(dep)
+                    await owner.load(dep)
                 except OpenInferError as exc:
                     reason = f"composing model '{dep}' is not available: {exc.message}"
                     self._mark_failed(entry, [], reason)

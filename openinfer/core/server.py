@@ -25,6 +25,7 @@ from .inflight import InFlight
 from .loading import check_repository_name, load_overrides, unload_dependents
 from .logsettings import LogSettings
 from .model import LoadedModel
+from .namespaced import NamespacedRepository
 from .outputs import finish_outputs
 from .protocols import Protocol, decoupled_refusal
 from .repository import ControlMode, ModelRepository, RepositoryOptions
@@ -84,7 +85,8 @@ class InferenceServer:
         services = services or ServerServices()
         self.options = options
         loader = VersionLoader(backends, schedulers, options.repository, self, services.stats_observer)
-        self.repository = ModelRepository(options.model_repositories, options.repository, loader)
+        repository = NamespacedRepository if options.repository.namespacing else ModelRepository
+        self.repository = repository(options.model_repositories, options.repository, loader)
         self.started = False
         self.exiting = False
         self.inflight = InFlight()
@@ -178,7 +180,7 @@ class InferenceServer:
         if self.exiting:
             self.inflight.refuse()
             raise UnavailableError("Server not ready")
-        model = self.repository.get(request.model_name, request.model_version)
+        model = self.repository.get(request.model_name, request.model_version, request.namespace)
         if model.decoupled and not stream:
             raise UnsupportedError(decoupled_refusal(protocol, model.name))
         model.validate(request)

@@ -93,6 +93,8 @@ class InferRequest:
     #: Where its trace hangs from: a client's W3C headers (`traceparent`, `tracestate`), or a
     #: `core.otel.ChildOf` for an ensemble step or a BLS call of a traced request.
     trace_parent: Any = None
+    #: An ensemble step's: the ensemble's repository, where `--model-namespacing` looks first.
+    namespace: str | None = None
 
     def input(self, name: str) -> Tensor | None:
         for tensor in self.inputs:

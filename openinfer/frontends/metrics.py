@@ -69,6 +69,8 @@ _CACHE_FAMILIES = (
 _HISTOGRAM = "nv_inference_first_response_histogram_ms"
 def _labels(model, stats: ModelStats, **extra: str) -> dict[str, str]:
     labels = {"model": stats.name, "version": stats.version, **extra}
+    if model.namespace:  # `--model-namespacing` only, as in Triton
+        labels["namespace"] = model.namespace
     for key, value in model.config.metric_tags.items():
         labels[f"_{key}"] = value
     return dict(sorted(labels.items()))
