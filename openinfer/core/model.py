@@ -5,6 +5,7 @@ Request validation lives here so every frontend gets the same checks and Triton'
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 from .._proto import model_config_pb2 as mc
 from . import datatypes
-from .backend import Backend, ModelContext, ModelInstance
+from .backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from .config import protocol_dims
 from .errors import InvalidArgumentError
 from .inflight import InFlight
@@ -77,6 +78,10 @@ class LoadedModel:
             self.stats.observer = stats_observer(self.stats)
         ctx.stats = self.stats
         self.instances: list[ModelInstance] = []
+        #: What each of `instances` was created from (an instance-count update matches on them).
+        self.instance_specs: list[InstanceSpec] = []
+        #: Instances an update took out, finishing what they hold before they stop.
+        self.retiring: set[asyncio.Task[None]] = set()
         self.scheduler = None  # set by the repository once instances exist
         self.inputs: dict[str, TensorSpec] = {}
         self.outputs: dict[str, TensorSpec] = {}
@@ -261,6 +266,7 @@ class LoadedModel:
                 await instance.stop()
             except Exception as exc:  # finalize errors must not block the unload
                 errors.append(exc)
+        await asyncio.gather(*self.retiring, return_exceptions=True)  # their scheduler has stopped
         try:
             await self.backend.unload(self.ctx)
         except Exception as exc:

@@ -7,6 +7,7 @@ import asyncio
 import enum
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import NotFoundError, UnavailableError
 from .model import LoadedModel
@@ -42,6 +43,10 @@ class ModelEntry:
     composing: list[str] = field(default_factory=list)
     #: Why the last poll of this model failed ("" once one succeeds): no state comes of it.
     poll_error: str = ""
+    #: The last successful load's configuration as polled, and its files' fingerprint without
+    #: that configuration: a load that changes only `instance_group` changes instances in place.
+    polled: Any = None
+    files: str = ""
 
     def ready_versions(self) -> list[int]:
         return sorted(v for v, r in self.versions.items() if r.state is State.READY)
@@ -81,3 +86,24 @@ def serving_model(entry: ModelEntry | None, name: str, version: str) -> LoadedMo
     if record.state is not State.READY or record.model is None:
         raise UnavailableError(f"Request for unknown model: '{name}' version {number} is not at ready state")
     return record.model
+
+
+def index_rows(names: set[str], entries: dict[str, ModelEntry], ready_only: bool) -> list[dict[str, str]]:
+    """The repository index: a row per version with a state, a name-only row for a model that
+    has none (never loaded, or its configuration could not be read)."""
+    rows: list[dict[str, str]] = []
+    for name in sorted(names):
+        entry = entries.get(name)
+        if entry is None or not entry.versions:
+            if not ready_only:
+                rows.append({"name": name})
+            continue
+        for version in sorted(entry.versions):
+            record = entry.versions[version]
+            if ready_only and record.state is not State.READY:
+                continue
+            row = {"name": name, "version": str(version), "state": record.state.value}
+            if record.reason:
+                row["reason"] = record.reason
+            rows.append(row)
+    return rows

@@ -68,12 +68,17 @@ def select_versions(config: mc.ModelConfig, available: list[int]) -> list[int]:
     return available[-max(count, 1) :]
 
 
-def fingerprint(model_dir: Path) -> str:
-    """Changes when anything under the model directory changes (names, sizes, mtimes)."""
+def fingerprint(model_dir: Path, with_config: bool = True) -> str:
+    """Changes when anything under the model directory changes (names, sizes, mtimes); without
+    `with_config`, when anything but its configuration (`config.pbtxt`, `configs/`) does."""
     digest = hashlib.sha1()
     for root, dirs, files in os.walk(model_dir):
         # Bytecode caches appear when a model runs; they must not read as a change to reload.
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        top = Path(root) == model_dir
+        if top and not with_config:
+            dirs[:] = [d for d in dirs if d != "configs"]
+            files = [f for f in files if f != "config.pbtxt"]
         for name in sorted(files):
             path = Path(root) / name
             try:

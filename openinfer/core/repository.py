@@ -20,10 +20,10 @@ from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
-from . import model_files
+from . import instance_update, model_files
 from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError
 from .model import LoadedModel
-from .model_entries import ModelEntry, State, VersionRecord, serving_model
+from .model_entries import ModelEntry, State, VersionRecord, index_rows, serving_model
 from .storage import RemoteRepository, StorageError
 from .version_loader import VersionLoader
 
@@ -140,23 +140,7 @@ class ModelRepository:
         return all(entry.settled() for entry in self.entries.values())
 
     def index(self, ready_only: bool = False) -> list[dict[str, str]]:
-        rows: list[dict[str, str]] = []
-        names = set(self.scan()) | set(self.entries)
-        for name in sorted(names):
-            entry = self.entries.get(name)
-            if entry is None or not entry.versions:
-                if not ready_only:
-                    rows.append({"name": name})
-                continue
-            for version in sorted(entry.versions):
-                record = entry.versions[version]
-                if ready_only and record.state is not State.READY:
-                    continue
-                row = {"name": name, "version": str(version), "state": record.state.value}
-                if record.reason:
-                    row["reason"] = record.reason
-                rows.append(row)
-        return rows
+        return index_rows(set(self.scan()) | set(self.entries), self.entries, ready_only)
 
     # ------------------------------------------------------------------- start
     async def start(self) -> None:
@@ -279,6 +263,10 @@ class ModelRepository:
             self._mark_failed(entry, [], reason)
             entry.fingerprint = fingerprint
             raise InvalidArgumentError(f"load failed for model '{name}': {reason}")
+        files_fingerprint = model_files.fingerprint(model_dir, with_config=False)
+        if not files and await instance_update.try_in_place(entry, config, versions, files_fingerprint):
+            entry.fingerprint, entry.polled, entry.config_override = fingerprint, config, config_override
+            return
         await self._load_composing(entry, config)
 
         old = {v: r for v, r in entry.versions.items() if r.model is not None}
@@ -295,6 +283,7 @@ class ModelRepository:
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
         entry.config_override = None if files else config_override
+        entry.polled, entry.files = config, files_fingerprint
 
     async def _load_version(self, name: str, version: int, config: mc.ModelConfig, model_dir: Path) -> LoadedModel:
         """One version, tried again up to `--model-load-retry-count` times when it fails."""

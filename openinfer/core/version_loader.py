@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from . import gpu_limit
-from .backend import Backend, InstanceSpec, ModelContext, ModelHost
+from .backend import Backend, ModelContext, ModelHost
 from .errors import InvalidArgumentError
+from .instance_update import instance_specs
 from .model import LoadedModel
 from .scheduling.base import InstancePool
 from .stats import ModelStats
@@ -85,14 +86,8 @@ class VersionLoader:
         configs.validate(version_config)
         model = LoadedModel(ctx, backend, self.stats_observer)
         try:
-            specs = []
-            for group in version_config.instance_group:
-                devices = list(group.gpus) if group.kind == mc.ModelInstanceGroup.KIND_GPU else [0]
-                for device in devices or [0]:
-                    for i in range(group.count):
-                        specs.append(InstanceSpec(f"{group.name}_{i}", group.kind, device, group))
-            if not specs:  # ensembles have no instance group; one instance runs their steps
-                specs.append(InstanceSpec(f"{name}_0", mc.ModelInstanceGroup.KIND_CPU, 0, mc.ModelInstanceGroup()))
+            specs = instance_specs(version_config, name)
+            model.instance_specs = specs
             model.instances = list(
                 await asyncio.gather(*(backend.create_instance(ctx, spec) for spec in specs))
             )

@@ -484,6 +484,8 @@ RELOAD = json.dumps(
         "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [1]}],
         "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]}],
         "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
+        # more than the instance count changes: a new copy replaces the model (not an update in place)
+        "parameters": {"copy": {"string_value": "reloaded"}},
     }
 )
 

@@ -273,6 +273,20 @@ class SequenceBatcher(Scheduler):
             while sequence.pending:
                 sequence.pending.popleft().sender.fail(error)
 
+    # ----------------------------------------------------------- instances
+    def can_change_instances(self) -> bool:
+        return True
+
+    def add_instance(self, instance: ModelInstance) -> None:
+        self.strategy.add_instance(instance)
+
+    async def retire_instance(self, instance: ModelInstance) -> None:
+        await self.strategy.retire_instance(instance)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     # ---------------------------------------------------------------- shutdown
     async def stop(self) -> None:
         self._stopped = True

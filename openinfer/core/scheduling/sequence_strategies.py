@@ -62,6 +62,14 @@ class Strategy:
         """In the backlog: no slot (direct) or candidate place (oldest) yet."""
         return sequence in self.backlog
 
+    def add_instance(self, instance: ModelInstance) -> None:
+        """A new instance takes sequences (an instance-count update)."""
+        raise NotImplementedError
+
+    async def retire_instance(self, instance: ModelInstance) -> None:
+        """No new sequence starts on the instance; returns once it holds none."""
+        raise NotImplementedError
+
     async def stop(self) -> None:
         raise NotImplementedError
 
@@ -75,8 +83,12 @@ class Lane:
         self.slots: list[Sequence | None] = [None] * slots
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        self.running = False  # a batch of it is executing
+        self.retiring = False  # its instance is leaving: no new sequence starts on it
 
     def free_slot(self) -> int | None:
+        if self.retiring:
+            return None
         for index, sequence in enumerate(self.slots):
             if sequence is None:
                 return index
@@ -92,8 +104,8 @@ class Direct(Strategy):
     def __init__(self, owner: SequenceBatcher, config: mc.ModelConfig, instances: list[ModelInstance]) -> None:
         direct = config.sequence_batching.direct
         self.owner = owner
-        slots = max(config.max_batch_size, 1)
-        self.lanes = [Lane(instance, slots) for instance in instances]
+        self.slots = max(config.max_batch_size, 1)
+        self.lanes = [Lane(instance, self.slots) for instance in instances]
         self.backlog: deque[Sequence] = deque()
         self.delay_ns = int(direct.max_queue_delay_microseconds) * 1000
         self.min_utilization = float(direct.minimum_slot_utilization)
@@ -130,8 +142,25 @@ class Direct(Strategy):
         slot = lane.slots.index(sequence)
         lane.slots[slot] = None
         sequence.lane = None
-        if self.backlog:
+        if self.backlog and not lane.retiring:
             self._assign(self.backlog.popleft(), lane, slot)
+
+    def add_instance(self, instance: ModelInstance) -> None:
+        lane = Lane(instance, self.slots)
+        self.lanes.append(lane)
+        while self.backlog and (slot := lane.free_slot()) is not None:
+            self._assign(self.backlog.popleft(), lane, slot)
+
+    async def retire_instance(self, instance: ModelInstance) -> None:
+        """The instance's sequences run to their end on it (a model may keep per-slot state);
+        none starts there meanwhile. Checked every few milliseconds: a rare, unhurried wait."""
+        lane = next(lane for lane in self.lanes if lane.instance is instance)
+        lane.retiring = True
+        while (lane.held() or lane.running) and not self.owner.stopped:
+            await asyncio.sleep(0.02)
+        self.lanes.remove(lane)
+        if lane.task is not None:
+            lane.task.cancel()
 
     def sequences(self) -> list[Sequence]:
         return [s for lane in self.lanes for s in lane.held()] + list(self.backlog)
@@ -159,7 +188,11 @@ class Direct(Strategy):
                     continue
             while rows[-1] is None:
                 rows.pop()
-            await self.owner.run(lane.instance, rows, None)
+            lane.running = True
+            try:
+                await self.owner.run(lane.instance, rows, None)
+            finally:
+                lane.running = False
 
     async def stop(self) -> None:
         for lane in self.lanes:
@@ -188,6 +221,12 @@ class Oldest(Strategy):
         self.arrived = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.running: set[asyncio.Task[None]] = set()
+
+    def add_instance(self, instance: ModelInstance) -> None:
+        self.pool.add(instance)
+
+    async def retire_instance(self, instance: ModelInstance) -> None:
+        await self.pool.retire(instance)
 
     def add(self, sequence: Sequence) -> None:
         if self.max_candidates and len(self.candidates) >= self.max_candidates:
