@@ -14,8 +14,8 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
