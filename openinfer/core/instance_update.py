@@ -1,13 +1,14 @@
-"""A loaded model's instances changed in place, as Triton changes them when a new configuration
-differs from the loaded one in `instance_group` alone (and the model's files are unchanged).
+"""What a load keeps of a loaded model, and how its instances change in place, as Triton does.
 
-Instances are matched by signature (kind, device and the group's other settings; not the
-group's name or count): each new one that matches a running one keeps it, new signatures are
-created and added to the instance pool, and the running instances left over are taken out of
-the pool and stopped (finalized) once the work they hold is done. The model stays READY and
-keeps serving throughout; requests only ever see instances that are running. Any other
-change, a model with sequence batching or warm-up, or a version set that changes reloads as
-before.
+A version that is READY, whose folder and shared files did not change, and whose configuration
+changed in `instance_group` or `version_policy` at most, is kept rather than loaded again
+(ensembles always load again); the versions that did change load as before. When the kept
+version's instance groups changed, its instances are matched by signature (kind, device and the
+group's other settings; not the group's name or count): each wanted one that matches a running
+one keeps it, new signatures are created and join the scheduler at once, and the running ones
+left over get no more work and stop (finalize) once the batch they hold is done; under sequence
+batching they keep their sequences until those end. The model stays READY and serving
+throughout. A model with `model_warmup` whose instances would change loads again.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from typing import TYPE_CHECKING
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from .backend import InstanceSpec, ModelInstance
+from .model_entries import ModelEntry, State
 from .scheduling.base import Scheduler
 
 if TYPE_CHECKING:
     from .model import LoadedModel
-    from .model_entries import ModelEntry
 
 
 def instance_specs(config: mc.ModelConfig, name: str) -> list[InstanceSpec]:
@@ -36,16 +37,6 @@ def instance_specs(config: mc.ModelConfig, name: str) -> list[InstanceSpec]:
     if not specs:  # ensembles have no instance group; one instance runs their steps
         specs.append(InstanceSpec(f"{name}_0", mc.ModelInstanceGroup.KIND_CPU, 0, mc.ModelInstanceGroup()))
     return specs
-
-
-def only_instances_differ(before: mc.ModelConfig, after: mc.ModelConfig) -> bool:
-    """The two configurations differ in `instance_group` or not at all."""
-    a, b = mc.ModelConfig(), mc.ModelConfig()
-    a.CopyFrom(before)
-    b.CopyFrom(after)
-    del a.instance_group[:]
-    del b.instance_group[:]
-    return a == b
 
 
 def updatable(model: LoadedModel) -> bool:
@@ -112,28 +103,42 @@ async def _retire(scheduler: Scheduler, instance: ModelInstance) -> None:
     await instance.stop()
 
 
-async def try_in_place(entry: ModelEntry, config: mc.ModelConfig, versions: list[int], files: str) -> bool:
-    """Change every loaded version's instances in place, when the new configuration (as polled)
-    changes nothing else and the same versions stay (a configuration written again unchanged
-    changes nothing); False when the load must reload."""
-    ready = entry.ready_versions()
-    if not ready or ready != sorted(versions) or entry.polled is None or entry.files != files:
-        return False
-    models = [entry.versions[v].model for v in ready]
-    if not all(model is not None and updatable(model) for model in models):
-        return False
-    if not only_instances_differ(entry.polled, config) and not all(
-        only_instances_differ(model.config, _normalized(config, model)) for model in models  # type: ignore[union-attr]
-    ):
-        return False
-    for model in models:
-        if _instances_changed(model, config):  # type: ignore[arg-type]
-            await update_instances(model, list(config.instance_group))  # type: ignore[arg-type]
-    return True
+async def keep_versions(
+    entry: ModelEntry, config: mc.ModelConfig, versions: list[int], stamps: dict[str, str]
+) -> dict[int, LoadedModel]:
+    """The READY versions a load keeps, as Triton keeps them: those whose files did not change
+    and whose configuration changed in `instance_group` or `version_policy` at most; their
+    instances change in place. Ensembles, and models whose instances cannot change under them
+    when they would have to, load again."""
+    if entry.polled is None or entry.stamps.get("") != stamps.get(""):
+        return {}  # files every version shares changed
+    kept: dict[int, LoadedModel] = {}
+    for version in versions:
+        record = entry.versions.get(version)
+        model = record.model if record is not None and record.state is State.READY else None
+        if model is None or model.ctx.backend_name == "ensemble" or entry.stamps.get(str(version)) != stamps.get(str(version)):
+            continue
+        wanted = _normalized(config, model)
+        if not (_same_but_instances(entry.polled, config) or _same_but_instances(model.config, wanted)):
+            continue
+        if list(wanted.instance_group) != list(model.config.instance_group):
+            if not updatable(model):
+                continue
+            await update_instances(model, list(config.instance_group))
+        model.config.version_policy.CopyFrom(wanted.version_policy)
+        kept[version] = model
+    return kept
 
 
-def _instances_changed(model: LoadedModel, config: mc.ModelConfig) -> bool:
-    return list(_normalized(config, model).instance_group) != list(model.config.instance_group)
+def _same_but_instances(before: mc.ModelConfig, after: mc.ModelConfig) -> bool:
+    """Triton's test for a change that needs no reload: `instance_group` and `version_policy` aside, equal."""
+    a, b = mc.ModelConfig(), mc.ModelConfig()
+    a.CopyFrom(before)
+    b.CopyFrom(after)
+    for config in (a, b):
+        del config.instance_group[:]
+        config.ClearField("version_policy")
+    return a == b
 
 
 def _normalized(config: mc.ModelConfig, model: LoadedModel) -> mc.ModelConfig:

@@ -43,10 +43,11 @@ class ModelEntry:
     composing: list[str] = field(default_factory=list)
     #: Why the last poll of this model failed ("" once one succeeds): no state comes of it.
     poll_error: str = ""
-    #: The last successful load's configuration as polled, and its files' fingerprint without
-    #: that configuration: a load that changes only `instance_group` changes instances in place.
+    #: The last successful load's configuration as polled, and its files' fingerprints (each
+    #: version folder's, and "" for the rest but the configuration): a load keeps the versions
+    #: whose files did not change (`instance_update`).
     polled: Any = None
-    files: str = ""
+    stamps: dict[str, str] = field(default_factory=dict)
 
     def ready_versions(self) -> list[int]:
         return sorted(v for v, r in self.versions.items() if r.state is State.READY)

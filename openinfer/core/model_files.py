@@ -68,16 +68,15 @@ def select_versions(config: mc.ModelConfig, available: list[int]) -> list[int]:
     return available[-max(count, 1) :]
 
 
-def fingerprint(model_dir: Path, with_config: bool = True) -> str:
-    """Changes when anything under the model directory changes (names, sizes, mtimes); without
-    `with_config`, when anything but its configuration (`config.pbtxt`, `configs/`) does."""
+def fingerprint(model_dir: Path, shared_only: bool = False) -> str:
+    """Changes when anything under the model directory changes (names, sizes, mtimes); with
+    `shared_only`, when anything but its configuration and version folders does."""
     digest = hashlib.sha1()
     for root, dirs, files in os.walk(model_dir):
         # Bytecode caches appear when a model runs; they must not read as a change to reload.
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        top = Path(root) == model_dir
-        if top and not with_config:
-            dirs[:] = [d for d in dirs if d != "configs"]
+        if shared_only and Path(root) == model_dir:
+            dirs[:] = [d for d in dirs if d != "configs" and not d.isdigit()]
             files = [f for f in files if f != "config.pbtxt"]
         for name in sorted(files):
             path = Path(root) / name
@@ -87,6 +86,15 @@ def fingerprint(model_dir: Path, with_config: bool = True) -> str:
                 continue
             digest.update(f"{path.relative_to(model_dir)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
     return digest.hexdigest()
+
+
+def stamps(model_dir: Path) -> dict[str, str]:
+    """The fingerprint of each version folder, and under "" of everything they share but the
+    configuration: which versions a load must load again."""
+    found = {"": fingerprint(model_dir, shared_only=True)}
+    for version in version_dirs(model_dir):
+        found[str(version)] = fingerprint(model_dir / str(version))
+    return found
 
 
 def write_override_files(name: str, files: dict[str, bytes]) -> Path:

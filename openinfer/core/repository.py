@@ -263,27 +263,29 @@ class ModelRepository:
             self._mark_failed(entry, [], reason)
             entry.fingerprint = fingerprint
             raise InvalidArgumentError(f"load failed for model '{name}': {reason}")
-        files_fingerprint = model_files.fingerprint(model_dir, with_config=False)
-        if not files and await instance_update.try_in_place(entry, config, versions, files_fingerprint):
+        stamps = model_files.stamps(model_dir)
+        kept = {} if files else await instance_update.keep_versions(entry, config, versions, stamps)
+        if set(kept) == set(versions) == set(entry.ready_versions()):  # instances changed at most
             entry.fingerprint, entry.polled, entry.config_override = fingerprint, config, config_override
             return
         await self._load_composing(entry, config)
 
-        old = {v: r for v, r in entry.versions.items() if r.model is not None}
-        for version in versions:
+        loading = [version for version in versions if version not in kept]
+        old = {v: r for v, r in entry.versions.items() if r.model is not None and v not in kept}
+        for version in loading:
             if version not in entry.versions or entry.versions[version].model is None:
                 entry.versions[version] = VersionRecord(version, State.LOADING)
         started = time.monotonic()
         results = await asyncio.gather(
-            *(self._load_version(name, version, config, model_dir) for version in versions),
+            *(self._load_version(name, version, config, model_dir) for version in loading),
             return_exceptions=True,
         )
-        failures = self._settle(entry, versions, results, old, time.monotonic() - started)
+        failures = self._settle(entry, loading, results, old, time.monotonic() - started)
         entry.fingerprint = fingerprint
         if failures:
             raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
         entry.config_override = None if files else config_override
-        entry.polled, entry.files = config, files_fingerprint
+        entry.polled, entry.stamps = config, stamps
 
     async def _load_version(self, name: str, version: int, config: mc.ModelConfig, model_dir: Path) -> LoadedModel:
         """One version, tried again up to `--model-load-retry-count` times when it fails."""

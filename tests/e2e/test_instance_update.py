@@ -185,3 +185,63 @@ def test_an_instance_taken_out_keeps_its_sequences_until_they_end(counted):
     step(2, sequence_end=True)
     wait_until(lambda: _counts(events) == (7, 6))
     assert step(3, sequence_end=True) == [2.0, 4.0]
+
+
+VERSIONED = """
+import triton_python_backend_utils as pb_utils
+
+EVENTS = {events!r}
+ANSWER = {answer}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        with open(EVENTS, "a") as out:
+            out.write("init v" + args["model_version"] + "\\n")
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy() * 0 + ANSWER)])
+                for r in requests]
+"""
+
+
+def test_a_reload_keeps_the_versions_whose_files_did_not_change(tmp_path):
+    events = tmp_path / "events.txt"
+    model = tmp_path / "repo" / "counted"
+    for version in (1, 2):
+        (model / str(version)).mkdir(parents=True)
+        (model / str(version) / "model.py").write_text(VERSIONED.format(events=str(events), answer=version))
+    policy_all = "version_policy { all { } }\n"
+    _write_config(model, "{ count: 1 kind: KIND_CPU }", policy_all)
+    with Server(tmp_path / "repo", ["--model-control-mode=explicit", "--load-model=counted"]).start(
+        wait_for="ready"
+    ) as server:
+        client = grpcclient.InferenceServerClient(server.grpc_url)
+        tensor = grpcclient.InferInput("IN", [2], "FP32")
+        tensor.set_data_from_numpy(np.zeros(2, np.float32))
+
+        def answer(version: str) -> float:
+            return float(client.infer("counted", [tensor], model_version=version).as_numpy("OUT")[0])
+
+        def started() -> list[str]:
+            return sorted(events.read_text().split("\n")[:-1])
+
+        assert started() == ["init v1", "init v2"]
+        (model / "2" / "model.py").write_text(VERSIONED.format(events=str(events), answer=20))
+        client.load_model("counted")
+        assert started() == ["init v1", "init v2", "init v2"]  # version 1 kept
+        assert (answer("1"), answer("2")) == (1.0, 20.0)
+
+        _write_config(model, "{ count: 2 kind: KIND_CPU }", policy_all)  # instances only
+        client.load_model("counted")
+        assert started() == ["init v1", "init v1", "init v2", "init v2", "init v2"]  # one more each
+
+        _write_config(model, "{ count: 2 kind: KIND_CPU }", "version_policy { latest { num_versions: 1 } }\n")
+        client.load_model("counted")
+        assert len(started()) == 5  # version 2 kept, version 1 unloaded
+        assert answer("2") == 20.0
+        with pytest.raises(InferenceServerException):
+            answer("1")
+        assert client.get_model_config("counted", as_json=True)["config"]["version_policy"] == {
+            "latest": {"num_versions": 1}
+        }
