@@ -170,6 +170,9 @@ class LoadedModel:
         max_batch_size = self.max_batch_size
         batch_size = 1 if max_batch_size == 0 else -1
         inputs = self.inputs
+        if not self._required_inputs <= len(request.inputs) <= len(inputs):  # first, as in Triton
+            given = {t.name if t.name in inputs else self.resolve_input_name(t.name) or t.name for t in request.inputs}
+            raise self._count_error(request, given)
         for tensor in request.inputs:
             resolved = tensor.name if tensor.name in inputs else self.resolve_input_name(tensor.name)
             if resolved is None:
@@ -205,20 +208,8 @@ class LoadedModel:
                 spec.any_size or _matches(spec.dims, shape[1:] if max_batch_size > 0 else shape)
             ):
                 raise self._shape_error(request, resolved, spec, shape)
-        missing = [
-            n
-            for n, s in self.inputs.items()
-            if not s.optional and n not in names and n not in self.injected_inputs
-        ] if len(names) < len(self.inputs) else None  # names are the model's: all there
-        if missing:
-            expected = (f"{self._required_inputs} inputs" if self._required_inputs == len(self.inputs)
-                        else f"number of inputs between {self._required_inputs} and {len(self.inputs)}")
-            raise self._error(
-                request,
-                f"expected {expected} but got {len(names)} inputs for model "
-                f"'{self.name}'. Got input(s) {sorted(names)}, but missing required input(s) "
-                f"{missing}. Please provide all required input(s).",
-            )
+        if len(names) < len(self.inputs) and self._missing(names):  # names are the model's: all there
+            raise self._count_error(request, names)
         if self.max_batch_size > 0:
             if batch_size > self.max_batch_size:
                 raise self._error(
@@ -241,6 +232,19 @@ class LoadedModel:
                 if output.name in wanted:
                     raise self._error(request, f"output '{output.name}' already exists in request")
                 wanted.add(output.name)
+
+    def _missing(self, names: set[str]) -> list[str]:
+        return [n for n, s in self.inputs.items() if not s.optional and n not in names and n not in self.injected_inputs]
+
+    def _count_error(self, request: InferRequest, names: set[str]) -> InvalidArgumentError:
+        expected = (f"{self._required_inputs} inputs" if self._required_inputs == len(self.inputs)
+                    else f"number of inputs between {self._required_inputs} and {len(self.inputs)}")
+        return self._error(
+            request,
+            f"expected {expected} but got {len(names)} inputs for model "
+            f"'{self.name}'. Got input(s) {sorted(names)}, but missing required input(s) "
+            f"{self._missing(names)}. Please provide all required input(s).",
+        )
 
     def _shape_error(
         self, request: InferRequest, name: str, spec: TensorSpec, shape: tuple[int, ...]

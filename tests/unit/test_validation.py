@@ -59,6 +59,22 @@ def test_fixed_dimensions_must_match():
         m.validate(request((1, 1), (3, 5)))
 
 
+def test_the_number_of_inputs_is_checked_before_each_input():
+    """As Triton orders its checks: one input of the wrong type, the other missing, is a count error."""
+    m = model()
+    lone = InferRequest("m", inputs=[Tensor("ANY", "FP64", (1, 1), np.zeros((1, 1)))])
+    with pytest.raises(InvalidArgumentError) as info:
+        m.validate(lone)
+    assert info.value.message == (
+        "[request id: <id_unknown>] expected 2 inputs but got 1 inputs for model 'm'. Got input(s) ['ANY'], "
+        "but missing required input(s) ['FIXED']. Please provide all required input(s)."
+    )
+    both = request((1, 1), (2, 1))
+    both.inputs[0].datatype = "FP64"
+    with pytest.raises(InvalidArgumentError, match="data-type is 'FP64'"):
+        m.validate(both)
+
+
 def test_batched_shapes_are_checked_after_the_batch_dimension():
     m = model(mbs=4)
     req = request((3, 7, 9), (3, 2, 5))
