@@ -63,6 +63,9 @@ class OpenInferError(Exception):
     """Root of every error the core raises; `code` selects the wire status."""
 
     code: ErrorCode = ErrorCode.INTERNAL
+    #: Raised while the request was admitted, before it was queued (a BLS call words these
+    #: errors as Triton's Python backend does).
+    before_queue = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -177,17 +177,21 @@ class InferenceServer:
         refused a one-response call (in the words of the `protocol` it came through), the inputs
         fit the model, inputs named in shared memory are read, and every region the request
         uses is held until it ends."""
-        if self.exiting:
-            self.inflight.refuse()
-            raise UnavailableError("Server not ready")
-        model = self.repository.get(request.model_name, request.model_version, request.namespace)
-        if model.decoupled and not stream:
-            raise UnsupportedError(decoupled_refusal(protocol, model.name))
-        model.validate(request)
-        if self.shm is not None:
-            self.shm.pin(request)
-        else:
-            _refuse_shared_memory(request)
+        try:
+            if self.exiting:
+                self.inflight.refuse()
+                raise UnavailableError("Server not ready")
+            model = self.repository.get(request.model_name, request.model_version, request.namespace)
+            if model.decoupled and not stream:
+                raise UnsupportedError(decoupled_refusal(protocol, model.name))
+            model.validate(request)
+            if self.shm is not None:
+                self.shm.pin(request)
+            else:
+                _refuse_shared_memory(request)
+        except OpenInferError as exc:
+            exc.before_queue = True
+            raise
         return model
 
     def _enter(self, model: LoadedModel) -> None:

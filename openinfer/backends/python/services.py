@@ -37,6 +37,13 @@ def model_log(level: int, message: str, filename: str, line: int) -> None:
     _model_log.handle(record)
 
 
+def _bls_error(exc: Exception, request: InferRequest) -> Exception:
+    """A BLS request refused before it ran, in the words of Triton's Python backend."""
+    if isinstance(exc, OpenInferError) and exc.before_queue:
+        return type(exc)(f"Model {request.model_name} - Error when running inference: {exc.message}")
+    return exc
+
+
 class ModelServices:
     """The server's services for one loaded copy of a model version (`owner` names that copy,
     so the custom metrics it made are released with it)."""
@@ -59,7 +66,7 @@ class ModelServices:
         try:
             return convert.wire_response(await self._server().infer(request))
         except Exception as exc:
-            return convert.wire_response(InferResponse(request.model_name, "", error=exc))
+            return convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request)))
 
     def infer_stream(self, wire: WireRequest) -> BlsStream:
         return BlsStream(self, convert.core_request(wire))
@@ -73,7 +80,7 @@ class ModelServices:
                 final = response.final
                 yield convert.wire_response(response), final
         except Exception as exc:
-            yield convert.wire_response(InferResponse(request.model_name, "", error=exc)), True
+            yield convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request))), True
             return
         if not final:
             yield None, True
