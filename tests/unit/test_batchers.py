@@ -8,6 +8,7 @@ Instances can be held on a gate, which is how these tests make requests queue up
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import numpy as np
@@ -278,6 +279,28 @@ async def test_request_timeout_expires_in_the_queue():
     inst.gate.set()
     await asyncio.gather(running.future, patient.future)
     assert ["late"] not in inst.batches and "late" not in inst.batches[-1]
+
+
+async def test_a_request_past_its_deadline_before_it_could_run_is_rejected_not_run():
+    """Triton checks the deadline as the batch forms: a free instance does not save a request
+    whose timeout ran out on its way in (REJECT); under DELAY it still runs."""
+    text = BATCHING + "dynamic_batching { default_queue_policy { allow_timeout_override: true } }"
+    batcher, [inst], _ = dynamic(text)
+    late = request("late", timeout_us=5)
+    late.arrival_ns = time.perf_counter_ns() - 1_000_000  # arrived a millisecond ago
+    sender = await submit(batcher, late)
+    with pytest.raises(UnavailableError, match=r"^\[request id: late\] Request timeout expired$"):
+        await sender.future
+    assert late.state.failure_reason == "REJECTED" and inst.batches == []
+    on_time = request("on_time", timeout_us=5_000_000)
+    on_time.arrival_ns = time.perf_counter_ns()
+    assert (await (await submit(batcher, on_time)).future).id == "on_time"
+
+    delayed, [inst], _ = dynamic(BATCHING + """dynamic_batching { default_queue_policy {
+        timeout_action: DELAY allow_timeout_override: true } }""")
+    late = request("late", timeout_us=5)
+    late.arrival_ns = time.perf_counter_ns() - 1_000_000
+    assert (await (await submit(delayed, late)).future).id == "late"
 
 
 async def test_request_timeout_is_ignored_without_override():

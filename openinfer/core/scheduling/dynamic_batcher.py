@@ -160,6 +160,8 @@ class DynamicBatcher(Scheduler):
             # Nothing waits and nothing would be waited for: with a free instance the batcher
             # would send this request alone at once, so send it from here (as the direct
             # scheduler does) without a round through the batch loop's task.
+            if self.queue.reject_overdue(request, sender):
+                return
             instance = self.pool.try_acquire()
             if instance is not None:
                 await self._execute(instance, [request], [sender])

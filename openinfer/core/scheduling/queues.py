@@ -139,6 +139,19 @@ class PriorityQueue:
             loop = asyncio.get_running_loop()
             entry.timer = loop.call_later(timeout_us / 1e6, self._expire, entry, policy)
 
+    def reject_overdue(self, request: InferRequest, sender: ResponseSender) -> bool:
+        """For a request about to run without waiting: if its deadline (from its arrival) has
+        already passed under `REJECT`, answer it as an expired one and say so. Triton checks a
+        request's deadline as its batch forms, so one shorter than that step never runs."""
+        policy = self._policies[self.level_of(request) - 1]
+        timeout_us = policy.timeout_us(request)
+        waited = time.perf_counter_ns() - request.arrival_ns if request.arrival_ns else 0
+        if not timeout_us or policy.delay_on_timeout or waited < timeout_us * 1000:
+            return False
+        request.state.failure_reason = "REJECTED"
+        sender.fail(UnavailableError(f"{request_label(request)}Request timeout expired"))
+        return True
+
     def pop_front(self, count: int) -> list[Entry]:
         """Remove the first `count` entries in batch order."""
         taken: list[Entry] = []
