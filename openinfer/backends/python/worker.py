@@ -27,7 +27,7 @@ import traceback
 from typing import Any
 
 from ..._malloc import tune_malloc
-from . import ipc, pb_utils
+from . import forked, ipc, pb_utils
 from .pb_utils import _host, c_module
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
 from .wire import (
@@ -267,6 +267,7 @@ class Worker:
     def run(self) -> None:
         threading.Thread(target=self.watch, name="openinfer-reader", daemon=True).start()
         _host.install(self.host)
+        forked.install(self.host)  # a process the model forks reaches the server too
         while True:
             message = self.next_task()
             if message is None:

@@ -31,7 +31,7 @@ class _Stream:
                 if reply.final:
                     return
         finally:
-            self._host._forget_call(self._call_id)
+            self._host.forget_call(self._call_id)
 
     def cancel(self) -> None:
         self._host.channel.send(CancelCall(self._call_id))
@@ -60,7 +60,7 @@ class WorkerHost:
         self.model_dir = ""
 
     # -- services
-    def _open(self, kind: str, args: tuple) -> tuple[int, queue.Queue]:
+    def open_call(self, kind: str, args: tuple) -> tuple[int, queue.Queue]:
         call_id = next(self._ids)
         answers: queue.Queue = queue.Queue()
         with self._lock:
@@ -69,22 +69,22 @@ class WorkerHost:
         self.need_reader()
         return call_id, answers
 
-    def _forget_call(self, call_id: int) -> None:
+    def forget_call(self, call_id: int) -> None:
         with self._lock:
             self._waiting.pop(call_id, None)
 
     def call(self, kind: str, *args: Any) -> Any:
-        call_id, answers = self._open(kind, args)
+        call_id, answers = self.open_call(kind, args)
         try:
             reply: Reply = answers.get()
         finally:
-            self._forget_call(call_id)
+            self.forget_call(call_id)
         if reply.error is not None:
             raise pb_utils.TritonModelException(reply.error[1])
         return reply.payload
 
     def stream(self, kind: str, *args: Any) -> _Stream:
-        call_id, answers = self._open(kind, args)
+        call_id, answers = self.open_call(kind, args)
         return _Stream(self, call_id, answers)
 
     async def call_async(self, kind: str, *args: Any) -> Any:
