@@ -54,13 +54,9 @@ def _signature(spec: InstanceSpec) -> tuple[int, int, bytes]:
     return spec.kind, spec.device_id, group.SerializeToString(deterministic=True)
 
 
-async def update_instances(model: LoadedModel, groups: list[mc.ModelInstanceGroup]) -> None:
-    """Give a loaded model the instances `groups` ask for (see the module docstring)."""
-    config = mc.ModelConfig()
-    config.CopyFrom(model.config)
-    del config.instance_group[:]
-    config.instance_group.extend(groups)
-    configs.normalize(config, model.name, model.ctx.backend_name)
+async def update_instances(model: LoadedModel, config: mc.ModelConfig) -> None:
+    """Give a loaded model the instances the normalized `config` asks for (see the module
+    docstring); nothing else of `config` is taken."""
     configs.validate(config)
     wanted = instance_specs(config, model.name)
     running = list(zip(model.instance_specs, model.instances))
@@ -124,7 +120,7 @@ async def keep_versions(
         if list(wanted.instance_group) != list(model.config.instance_group):
             if not updatable(model):
                 continue
-            await update_instances(model, list(config.instance_group))
+            await update_instances(model, wanted)
         model.config.version_policy.CopyFrom(wanted.version_policy)
         kept[version] = model
     return kept

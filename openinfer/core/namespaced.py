@@ -39,7 +39,6 @@ class NamespacedRepository:
     """One `ModelRepository` per repository path, looked up as Triton's namespaces are."""
 
     def __init__(self, paths: list[Path], options: RepositoryOptions, loader: VersionLoader) -> None:
-        self.options = options
         self.namespaces: list[ModelRepository] = []
         for path in paths:
             local = Path(path).resolve()

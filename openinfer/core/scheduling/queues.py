@@ -102,6 +102,8 @@ class PriorityQueue:
         self._levels = levels
         self._default = max(default, 1)
         self._queues: list[deque[Entry]] = [deque() for _ in self._policies]
+        #: Whether any level gives requests a deadline (decided at load: most models have none).
+        self._deadlines = any(p.default_timeout_us or p.allow_timeout_override for p in self._policies)
         self._delayed: deque[Entry] = deque()
         #: Requests waiting; read it rather than `len()` on the hot path (no Python call).
         self.size = 0
@@ -143,6 +145,8 @@ class PriorityQueue:
         """For a request about to run without waiting: if its deadline (from its arrival) has
         already passed under `REJECT`, answer it as an expired one and say so. Triton checks a
         request's deadline as its batch forms, so one shorter than that step never runs."""
+        if not self._deadlines:
+            return False
         policy = self._policies[self.level_of(request) - 1]
         timeout_us = policy.timeout_us(request)
         waited = time.perf_counter_ns() - request.arrival_ns if request.arrival_ns else 0
