@@ -30,7 +30,7 @@ def send_batch(ring: ipc.Arena, batch: int, values: np.ndarray) -> bytes:
     start = ring.head
     request = WireRequest(1, "m", "", "", [("IN", "FP32", values)], ["OUT"], {}, 0, 0, 0)
     frame = ipc.encode(Execute(batch, [request]), ring)
-    ring.pin(batch, start)
+    ring.pin_sent_since(batch, start)
     return frame
 
 
@@ -96,3 +96,36 @@ def test_an_echo_of_a_batch_no_longer_pinned_is_refused(rings):
     to_worker.unpin(3)
     with pytest.raises(EOFError, match="no longer held"):
         ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
+
+
+def round_trip(rings, batch: int, values: np.ndarray) -> np.ndarray:
+    """One identity batch through both rings, as the server and worker run it; the output
+    the server reads (an echo, pinned for as long as it is held)."""
+    to_worker, inbound, outbound, from_worker = rings
+    (message,) = ipc.FrameReader(inbound).feed(send_batch(to_worker, batch, values))
+    x = message.requests[0].inputs[0][2]
+    answer = ipc.encode(Executed(batch, [WireResponse([("OUT", "FP32", x)], {})], None, []), outbound,
+                        ipc.echo_finder(batch, [x], inbound))
+    del message, x
+    (executed,) = ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
+    to_worker.unpin(batch)
+    return executed.responses[0].outputs[0][2]
+
+
+def test_answers_held_until_the_next_request_never_push_inputs_out_of_the_ring(rings):
+    """A server at concurrency 1 still holds one answer while it sends the next request. A
+    batch that found the ring empty starts over at its start, and its pin must start there
+    too: pinned from where the ring had been, it held a whole lap, and from then on every
+    input went through a file of its own."""
+    to_worker = rings[0]
+    values = np.arange(4 * N, dtype=np.float32).reshape(1, -1)
+    held = None
+    for batch in range(ipc.ARENA_SIZE // values.nbytes + 8):  # more than a lap
+        if batch % 2:
+            held = None  # nothing is held: this input starts the ring over
+            gc.collect()
+        head = to_worker.head
+        held = round_trip(rings, batch, values)  # the previous answer goes as this one is kept
+        assert to_worker.head > head, f"batch {batch}'s input missed the ring"
+        np.testing.assert_array_equal(held, values)
+    del held

@@ -147,6 +147,12 @@ class Arena:
         with self._lock:
             self._pins[key] = position
 
+    def pin_sent_since(self, key: object, head: int) -> None:
+        """Sender: pin what was put since the head was `head`. A put that found the ring empty
+        started over past that head, and everything before the restart is free: pinning from
+        the old head would hold a whole lap, so every later put would miss the ring."""
+        self.pin(key, max(head, self._rewound))
+
     def unpin(self, key: object) -> None:
         with self._lock:
             self._pins.pop(key, None)
