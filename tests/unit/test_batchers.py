@@ -133,6 +133,26 @@ async def test_concurrent_requests_become_one_execute_and_split_back():
     assert stats.compute_infer.count == 6
 
 
+async def test_a_batch_is_let_go_once_answered_though_no_other_batch_follows():
+    """The batch loop waits for the next batch with nothing of the last one held: a model
+    in a worker keeps its ring pinned under every answer still alive."""
+    import gc
+    import weakref
+
+    batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching {}")
+    inst.gate = asyncio.Event()
+    senders = [await submit(batcher, request(f"r{i}", i)) for i in range(4)]
+    await settle()
+    inst.gate.set()
+    answers = [await s.future for s in senders]
+    assert len(inst.batches) == 2  # r0 alone, then r1..r3 batched by the loop
+    alive = [weakref.ref(a.outputs[0].data) for a in answers]
+    del answers, senders
+    await settle()
+    gc.collect()
+    assert [ref() for ref in alive] == [None] * 4
+
+
 async def test_a_request_cancelled_while_queued_never_runs():
     batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching { default_queue_policy { max_queue_size: 2 } }")
     inst.gate = asyncio.Event()

@@ -206,11 +206,18 @@ class DynamicBatcher(Scheduler):
             except BaseException:
                 self.pool.release(instance)
                 raise
-            task = asyncio.create_task(
-                self._execute(instance, [e.request for e in entries], [e.sender for e in entries])
-            )
-            self._running.add(task)
-            task.add_done_callback(self._running.discard)
+            self._launch(instance, entries)
+            # Waiting for the next batch must not keep this one alive: its requests and answers
+            # (and a worker's ring under an output that echoes an input) would stay held until
+            # then, and the fast path may never come back here.
+            del instance, entries
+
+    def _launch(self, instance: ModelInstance, entries: list[Entry]) -> None:
+        task = asyncio.create_task(
+            self._execute(instance, [e.request for e in entries], [e.sender for e in entries])
+        )
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     async def _next_batch(self) -> list[Entry]:
         held = False
