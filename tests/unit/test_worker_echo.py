@@ -30,7 +30,7 @@ def send_batch(ring: ipc.Arena, batch: int, values: np.ndarray) -> bytes:
     start = ring.head
     request = WireRequest(1, "m", "", "", [("IN", "FP32", values)], ["OUT"], {}, 0, 0, 0)
     frame = ipc.encode(Execute(batch, [request]), ring)
-    ring.pin_sent_since(batch, start)
+    ring.pin(batch, start)
     return frame
 
 

@@ -32,9 +32,8 @@ repeated runs; the machine is shared, so take these as orders of magnitude):
 
 What stays is inherent to two processes: a wake-up each way (a socketpair ping-pong costs
 10-12 µs of CPU per round trip, 26 µs wall at best) and one future resolved on the server's loop
-(5.5 µs). An eventfd doorbell would save a 200-byte frame's trip through the kernel (3 µs against
-1-1.5) but not the wake-ups; spinning burns a core the server and the client need on a small
-machine; and the socket tells each side at once when the other dies.
+(5.5 µs). An eventfd doorbell would save 1.5-2 µs of a frame's trip but not the wake-ups; spinning
+burns a core the server and the client need; and the socket tells each side when the other dies.
 """
 
 from __future__ import annotations
@@ -142,16 +141,11 @@ class Arena:
                 return min(consumed, *self._pins.values())
         return consumed
 
-    def pin(self, key: object, position: int) -> None:
-        """Sender: keep the ring from `position` (monotonic) on unwritten until `unpin(key)`."""
+    def pin(self, key: object, head: int) -> None:
+        """Sender: keep what was put since the head was `head` unwritten until `unpin(key)` (from
+        where a put that found the ring empty started over: from `head`, it would hold a lap)."""
         with self._lock:
-            self._pins[key] = position
-
-    def pin_sent_since(self, key: object, head: int) -> None:
-        """Sender: pin what was put since the head was `head`. A put that found the ring empty
-        started over past that head, and everything before the restart is free: pinning from
-        the old head would hold a whole lap, so every later put would miss the ring."""
-        self.pin(key, max(head, self._rewound))
+            self._pins[key] = max(head, self._rewound)
 
     def unpin(self, key: object) -> None:
         with self._lock:

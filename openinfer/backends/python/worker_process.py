@@ -119,7 +119,7 @@ class WorkerProcess:
         start = arena.head if arena is not None else 0
         self.send(message)
         if arena is not None and arena.head != start:
-            arena.pin_sent_since(message.batch_id, start)
+            arena.pin(message.batch_id, start)
 
     def batch_answered(self, batch_id: int) -> None:
         """The batch's answer is decoded: its outputs hold what they echo on their own."""
