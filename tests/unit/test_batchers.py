@@ -8,7 +8,9 @@ Instances can be held on a gate, which is how these tests make requests queue up
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -136,9 +138,6 @@ async def test_concurrent_requests_become_one_execute_and_split_back():
 async def test_a_batch_is_let_go_once_answered_though_no_other_batch_follows():
     """The batch loop waits for the next batch with nothing of the last one held: a model
     in a worker keeps its ring pinned under every answer still alive."""
-    import gc
-    import weakref
-
     batcher, [inst], _ = dynamic(BATCHING + "dynamic_batching {}")
     inst.gate = asyncio.Event()
     senders = [await submit(batcher, request(f"r{i}", i)) for i in range(4)]

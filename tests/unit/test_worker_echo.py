@@ -128,4 +128,3 @@ def test_answers_held_until_the_next_request_never_push_inputs_out_of_the_ring(r
         held = round_trip(rings, batch, values)  # the previous answer goes as this one is kept
         assert to_worker.head > head, f"batch {batch}'s input missed the ring"
         np.testing.assert_array_equal(held, values)
-    del held

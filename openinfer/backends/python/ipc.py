@@ -142,8 +142,8 @@ class Arena:
         return consumed
 
     def pin(self, key: object, head: int) -> None:
-        """Sender: keep what was put since the head was `head` unwritten until `unpin(key)` (from
-        where a put that found the ring empty started over: from `head`, it would hold a lap)."""
+        """Sender: keep what was put since the head was `head` unwritten until `unpin(key)`; a put
+        that found the ring empty started over past `head`, and the pin starts there too."""
         with self._lock:
             self._pins[key] = max(head, self._rewound)
 

@@ -206,18 +206,15 @@ class DynamicBatcher(Scheduler):
             except BaseException:
                 self.pool.release(instance)
                 raise
-            self._launch(instance, entries)
+            task = asyncio.create_task(
+                self._execute(instance, [e.request for e in entries], [e.sender for e in entries])
+            )
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
             # Waiting for the next batch must not keep this one alive: its requests and answers
             # (and a worker's ring under an output that echoes an input) would stay held until
             # then, and the fast path may never come back here.
-            del instance, entries
-
-    def _launch(self, instance: ModelInstance, entries: list[Entry]) -> None:
-        task = asyncio.create_task(
-            self._execute(instance, [e.request for e in entries], [e.sender for e in entries])
-        )
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
+            del instance, entries, task
 
     async def _next_batch(self) -> list[Entry]:
         held = False
