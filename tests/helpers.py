@@ -10,7 +10,6 @@ import sys
 import textwrap
 import time
 import urllib.request
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +18,20 @@ EXAMPLES = ROOT / "examples" / "model_repository"
 
 
 def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket stays bound until all are chosen, since a port
+    just released may be handed out again at once (a server told to use it twice fails)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def write_model(
@@ -99,7 +109,7 @@ class Server:
 
     def start(self, wait_for: str = "live", timeout: float = 90, ports: tuple[int, int, int] | None = None) -> Server:
         """Start on `ports` (HTTP, gRPC, metrics), or on free ones."""
-        self.http_port, self.grpc_port, self.metrics_port = ports or (free_port(), free_port(), free_port())
+        self.http_port, self.grpc_port, self.metrics_port = ports or tuple(free_ports(3))
         command = [
             sys.executable, "-m", "openinfer.cli", "serve",
             "--model-repository", str(self.repository),

@@ -21,7 +21,7 @@ from openinfer.api import (
     ResponseIterator,
     UnavailableError,
 )
-from tests.helpers import EXAMPLES, free_port, write_model
+from tests.helpers import EXAMPLES, free_ports, write_model
 
 IDENTITY = '''
 import numpy as np
@@ -162,7 +162,7 @@ async def test_blocking_calls_inside_a_running_loop(server):
 
 
 def test_frontends_on_the_same_server(server):
-    http_port, grpc_port, metrics_port, openai_port = free_port(), free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port, openai_port = free_ports(4)
     server.start_frontends(http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port, openai_port=openai_port)
     inputs = []
     for module, url in ((httpclient, f"127.0.0.1:{http_port}"), (grpcclient, f"127.0.0.1:{grpc_port}")):

@@ -26,7 +26,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.deploy import dockerfile
-from tests.helpers import EXAMPLES, ROOT, free_port, stop_process
+from tests.helpers import EXAMPLES, ROOT, free_ports, stop_process
 
 DOCKERFILE = ROOT / "Dockerfile"
 BIN = Path(sys.executable).parent
@@ -135,7 +135,7 @@ def test_image_commands_install_and_serve_the_bundled_repository(tmp_path):
     assert sorted(p.name for p in Path(replay.rebase("/models")).iterdir()) == sorted(
         p.name for p in EXAMPLES.iterdir()
     )
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     command = [replay.rebase(word) for word in final.last("ENTRYPOINT").exec_form() + final.last("CMD").exec_form()]
     command += ["--http-port", str(http_port), "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port)]
     log = tmp_path / "serve.log"
@@ -195,7 +195,7 @@ def test_built_image_serves_and_reports_healthy():
     tag = f"openinfer-test:{uuid.uuid4().hex[:8]}"
     subprocess.run([ENGINE, "build", "-t", tag, str(ROOT)], check=True, timeout=1500)
     name = f"openinfer-test-{uuid.uuid4().hex[:8]}"
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     subprocess.run(
         [ENGINE, "run", "-d", "--name", name, "-p", f"127.0.0.1:{http_port}:8000", "-p", f"127.0.0.1:{grpc_port}:8001", tag],
         check=True,

@@ -28,7 +28,7 @@ import yaml
 
 from openinfer.frontends.gpu_metrics import FAMILY_NAMES as GPU_FAMILIES
 from tests.deploy.manifests import ADAPTER_RULES, DASHBOARD, DEPLOY
-from tests.helpers import EXAMPLES, ROOT, Server, free_port, http_status, stop_process
+from tests.helpers import EXAMPLES, ROOT, Server, free_port, free_ports, http_status, stop_process
 
 PROMTOOL = shutil.which("promtool")
 PROMETHEUS = shutil.which("prometheus")
@@ -91,7 +91,7 @@ def kserve_server(tmp_path_factory):
     container = runtime["spec"]["containers"][0]
     assert container["command"] == ["openinfer", "serve"]
     server = Server(EXAMPLES)
-    server.http_port, server.grpc_port, server.metrics_port = free_port(), free_port(), free_port()
+    server.http_port, server.grpc_port, server.metrics_port = free_ports(3)
     moved = {"8080": server.http_port, "9000": server.grpc_port}
     args = []
     for arg in container["args"]:

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.helpers import Server, free_port, write_model
+from tests.helpers import Server, free_ports, write_model
 
 WHO = '''
 import os
@@ -46,9 +46,9 @@ def _answered_by(module, client) -> int:
 
 
 def test_servers_that_set_reuse_share_the_http_and_grpc_ports(repo):
-    http_port, grpc_port = free_port(), free_port()
-    with Server(repo, REUSE).start(ports=(http_port, grpc_port, free_port())) as first, \
-            Server(repo, REUSE).start(ports=(http_port, grpc_port, free_port())) as second:
+    http_port, grpc_port, metrics_first, metrics_second = free_ports(4)
+    with Server(repo, REUSE).start(ports=(http_port, grpc_port, metrics_first)) as first, \
+            Server(repo, REUSE).start(ports=(http_port, grpc_port, metrics_second)) as second:
         pids = {first.process.pid, second.process.pid}
         http_answers, grpc_answers = set(), set()
         for _ in range(40):  # a new connection each time: the kernel picks a server per connection
@@ -67,7 +67,7 @@ def test_without_reuse_a_port_already_taken_stops_the_server(repo, service):
     """Triton's words for each service whose port is taken; the server then exits with 1."""
     with Server(repo).start() as first:
         taken = {"HTTP": first.http_port, "GRPC": first.grpc_port, "Metrics": first.metrics_port}[service]
-        ports = [free_port(), free_port(), free_port()]
+        ports = free_ports(3)
         ports[["HTTP", "GRPC", "Metrics"].index(service)] = taken
         second = Server(repo)
         with contextlib.suppress(RuntimeError):  # ("exited early"; HTTP may be up a moment first)
@@ -84,7 +84,7 @@ def test_reuse_set_on_one_server_only_does_not_share(repo):
     with Server(repo).start() as first:
         second = Server(repo, REUSE)
         with pytest.raises(RuntimeError, match="server exited early"):
-            second.start(ports=(first.http_port, free_port(), free_port()))
+            second.start(ports=(first.http_port, *free_ports(2)))
         assert second.process.returncode == 1
         assert f"failed to start HTTP service: Unavailable - Socket '127.0.0.1:{first.http_port}' already in use " \
             "(Address already in use)" in second.log()

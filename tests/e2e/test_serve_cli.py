@@ -215,9 +215,9 @@ def _serve_until_exit(repo, *flags: str, timeout: float = 60):
     import subprocess
     import sys
 
-    from tests.helpers import free_port
+    from tests.helpers import free_ports
 
-    ports = [str(free_port()) for _ in range(3)]
+    ports = [str(port) for port in free_ports(3)]
     command = [
         sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
         "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
@@ -295,16 +295,16 @@ def test_a_missing_repository_exits_unless_exit_on_error_is_false(tmp_path):
     import subprocess
     import sys
 
-    from tests.helpers import free_port, http_status, stop_process
+    from tests.helpers import free_ports, http_status, stop_process
 
     missing = tmp_path / "nowhere"
     code, output, _ = _serve_until_exit(missing)
     assert code == 1 and f"error: creating server: Internal - failed to stat file {missing}" in output
 
-    http, grpc = free_port(), free_port()
+    http, grpc, metrics = free_ports(3)
     process = subprocess.Popen(
         [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(missing), "--exit-on-error=false",
-         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(free_port())],
+         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, free_port, http_status, read_log, stop_process, write_model
+from tests.helpers import ROOT, free_port, free_ports, http_status, read_log, stop_process, write_model
 from tests.llm_fixtures import build_tokenizer
 from tests.openai import mock_models
 
@@ -43,13 +43,13 @@ class OpenAIServer:
         return f"{self.url}/v1"
 
     def command(self) -> list[str]:
-        self.port, self.http_port = free_port(), free_port()
+        self.port, self.http_port, grpc_port, metrics_port = free_ports(4)
         command = [
             sys.executable, "-m", "openinfer.cli", "serve",
             "--model-repository", str(self.repository),
             "--openai-port", str(self.port), "--openai-address", "127.0.0.1",
-            "--http-port", str(self.http_port), "--grpc-port", str(free_port()),
-            "--metrics-port", str(free_port()),
+            "--http-port", str(self.http_port), "--grpc-port", str(grpc_port),
+            "--metrics-port", str(metrics_port),
             "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
         ]
         if not self.kserve:

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_ports
 
 PREFIX = "oirep"
 BRIDGE = f"{PREFIX}br"
@@ -132,7 +132,7 @@ class Haproxy:
     """Debian's haproxy: HTTP on one port, gRPC (h2c) on another, a stats socket to watch."""
 
     def __init__(self, replicas: list[Replica], workdir: Path) -> None:
-        self.http_port, self.grpc_port = free_port(), free_port()
+        self.http_port, self.grpc_port = free_ports(2)
         self.socket = workdir / "haproxy.sock"
         self.config = workdir / "haproxy.cfg"
         servers_http = "\n".join(f"  server r{r.index} {r.address}:{HTTP} check" for r in replicas)

@@ -110,10 +110,10 @@ def test_malformed_and_unreachable_urls_are_refused_at_startup(tmp_path) -> None
     import subprocess
     import sys
 
-    from tests.helpers import ROOT, free_port
+    from tests.helpers import ROOT, free_port, free_ports
 
     def serve(url: str) -> subprocess.CompletedProcess:
-        ports = [str(free_port()) for _ in range(3)]
+        ports = [str(port) for port in free_ports(3)]
         return subprocess.run(
             [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", url, "--http-port", ports[0],
              "--grpc-port", ports[1], "--metrics-port", ports[2]],
