@@ -30,10 +30,10 @@ repeated runs; the machine is shared, so take these as orders of magnitude):
 | put of [1,65536] FP32 into the ring (on through it, then started over when empty) | 34-58 µs | 12-15 µs |
 | identity's [1,65536] FP32 output back (copied, then named where it lies) | ~60 µs | 0 |
 
-What stays is inherent to two processes: a wake-up each way (a socketpair ping-pong costs
-10-12 µs of CPU per round trip, 26 µs wall at best) and one future resolved on the server's loop
-(5.5 µs). An eventfd doorbell would save 1.5-2 µs of a frame's trip but not the wake-ups; spinning
-burns a core the server and the client need; and the socket tells each side when the other dies.
+Two processes cost a wake-up each way (a socketpair ping-pong: 10-12 µs of CPU per round trip,
+26 µs wall at best) and one future resolved on the server's loop (5.5 µs). While requests come
+back to back the worker polls before it sleeps and saves its wake-up (`spin`). An eventfd would
+save 1.5-2 µs more per frame; the socket, though, tells each side when the other dies.
 """
 
 from __future__ import annotations
@@ -408,8 +408,10 @@ class BlockingChannel:
         self._readable = select.poll()
         self._readable.register(sock.fileno(), select.POLLIN)
 
-    def receive(self) -> Any:
+    def receive(self, wait: Callable[[select.poll], Any] | None = None) -> Any:
+        """The next message; `wait` (a `spin.Spinner`'s) waits for input instead of `poll()`."""
         while not self._ready:
+            wait(self._readable) if wait else self._readable.poll()  # on input, end of stream or an error
             chunk = self._read()
             if not chunk:
                 raise EOFError("server closed the channel")
@@ -417,8 +419,6 @@ class BlockingChannel:
         return self._ready.popleft()
 
     def _read(self, flags: int = 0) -> bytes:
-        if not flags:
-            self._readable.poll()  # returns at once on input, end of stream or an error
         return self.sock.recv(min(max(_READ_SIZE, self._frames.missing), _READ_MAX), flags)
 
     def poll(self) -> list[Any]:

@@ -27,7 +27,7 @@ import traceback
 from typing import Any
 
 from ..._malloc import tune_malloc
-from . import forked, ipc, pb_utils
+from . import forked, ipc, pb_utils, spin
 from .pb_utils import _host, c_module
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
 from .wire import (
@@ -73,6 +73,7 @@ class Worker:
         self._started = 0  # tasks begun, which the watcher compares between looks
         self._parked = False
         self._park_lock = threading.Lock()
+        self._spinner = spin.Spinner()  # the main thread's way of waiting for work
 
     # --------------------------------------------------------------- reading
     def route(self, message: Any) -> None:
@@ -107,7 +108,7 @@ class Worker:
                     return self.tasks.popleft()
             if self._read_lock.acquire(blocking=False):
                 try:
-                    message = self.channel.receive()
+                    message = self.channel.receive(self._spinner.wait)
                 except (EOFError, OSError):
                     return None
                 finally:

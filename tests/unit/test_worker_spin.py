@@ -1,0 +1,90 @@
+"""The worker's wait for its next request: polls only while requests come back to back."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+
+import pytest
+
+from openinfer.backends.python import ipc, spin
+from openinfer.backends.python.wire import Done
+
+
+@pytest.fixture
+def pair():
+    ours, theirs = socket.socketpair()
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def _readable(sock: socket.socket) -> select.poll:
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return poller
+
+
+def test_a_worker_that_has_seen_no_request_yet_sleeps_at_once():
+    assert spin.Spinner().budget_ns == 0
+
+
+def test_requests_that_come_back_to_back_earn_a_polling_budget_of_twice_their_gap(pair):
+    ours, theirs = pair
+    spinner = spin.Spinner(limit_ns=10_000_000)
+    theirs.send(b"x")  # already there: every wait below returns at once
+    for _ in range(20):
+        spinner.wait(_readable(ours))
+    assert 0 < spinner.mean_gap_ns < 1_000_000
+    assert spinner.budget_ns == int(2 * spinner.mean_gap_ns)
+
+
+def test_the_budget_never_passes_the_limit():
+    spinner = spin.Spinner(limit_ns=1_000_000)
+    spinner.mean_gap_ns = 900_000
+    assert spinner.budget_ns == 1_000_000
+
+
+def test_requests_further_apart_than_the_limit_stop_the_polling(pair):
+    ours, theirs = pair
+    spinner = spin.Spinner(limit_ns=1_000)
+    spinner.mean_gap_ns = 100  # it was polling
+    assert spinner.budget_ns > 0
+    for _ in range(8):  # each request comes 5 ms after the worker began to wait
+        timer = threading.Timer(0.005, theirs.send, (b"x",))
+        timer.start()
+        spinner.wait(_readable(ours))
+        timer.join()
+        ours.recv(16)
+    assert spinner.budget_ns == 0
+
+
+def test_a_limit_of_zero_never_polls():
+    spinner = spin.Spinner(limit_ns=0)
+    spinner.mean_gap_ns = 0
+    assert spinner.budget_ns == 0
+
+
+@pytest.mark.parametrize("gap_ns", [0, 200_000], ids=["sleeping", "polling"])
+def test_a_request_that_arrives_during_the_wait_is_received(pair, gap_ns):
+    ours, theirs = pair
+    spinner = spin.Spinner()
+    spinner.mean_gap_ns = gap_ns or spinner.limit_ns
+    channel = ipc.BlockingChannel(ours)
+    sender = ipc.BlockingChannel(theirs)
+    timer = threading.Timer(0.002, sender.send, (Done("late"),))
+    timer.start()
+    assert channel.receive(spinner.wait) == Done("late")
+    timer.join()
+
+
+@pytest.mark.parametrize("gap_ns", [0, 200_000], ids=["sleeping", "polling"])
+def test_the_server_closing_the_channel_ends_the_wait(pair, gap_ns):
+    ours, theirs = pair
+    spinner = spin.Spinner()
+    spinner.mean_gap_ns = gap_ns or spinner.limit_ns
+    channel = ipc.BlockingChannel(ours)
+    threading.Timer(0.002, theirs.shutdown, (socket.SHUT_RDWR,)).start()
+    with pytest.raises(EOFError):
+        channel.receive(spinner.wait)
