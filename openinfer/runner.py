@@ -389,8 +389,9 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
 
     await stop.wait()
     print("Shutting down: draining in-flight requests", file=sys.stderr, flush=True)
+    sending = server.served_within(LINGER_QUIET_SECS)
     await server.stop()  # refuses new work, waits for in-flight requests, unloads
-    await server.inflight.quiet(LINGER_QUIET_SECS, args.exit_linger_secs)
+    await server.inflight.quiet(LINGER_QUIET_SECS, args.exit_linger_secs, sending)
     await fronts.stop()
     return 0
 

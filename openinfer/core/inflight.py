@@ -42,12 +42,16 @@ class InFlight:
             return False
         return True
 
-    async def quiet(self, period: float, limit: float) -> None:
+    async def quiet(self, period: float, limit: float, sending: bool = False) -> None:
         """Once requests have been refused, wait until none has been for `period` seconds, at
         most `limit`: a load balancer goes on routing to a stopping server until its health
         checks fail, and a listener that closed under it would fail the streams in transit (a
-        gRPC stream that crosses the GOAWAY is cancelled, not refused). With no request refused,
-        nobody is sending: no wait."""
+        gRPC stream that crosses the GOAWAY is cancelled, not refused). Clients that were
+        `sending` when the shutdown began count as refused now: a shutdown takes milliseconds,
+        less than the gap between two of their requests. With neither, nobody is sending: no
+        wait."""
+        if sending and self.refused_at is None:
+            self.refuse()
         deadline = time.monotonic() + limit
         while self.refused_at is not None:
             now = time.monotonic()

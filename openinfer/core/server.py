@@ -103,6 +103,11 @@ class InferenceServer:
         await self.repository.start()
         self.started = True
 
+    def served_within(self, seconds: float) -> bool:
+        """Whether any model answered a request in the last `seconds`: its clients are sending."""
+        since_ms = time.time_ns() // 1_000_000 - seconds * 1000
+        return any(model.stats.last_inference_ms >= since_ms for model in self.repository.loaded_models())
+
     async def stop(self) -> None:
         """Refuse new work, let in-flight requests finish (bounded), then unload everything."""
         self.exiting = True

@@ -51,3 +51,24 @@ def test_the_limit_ends_the_wait_even_while_refusals_go_on() -> None:
         await sender
 
     asyncio.run(main())
+
+
+def test_clients_sending_when_the_shutdown_began_are_waited_for_though_none_was_refused_yet() -> None:
+    """A shutdown can finish before the next request of a client that was sending arrives."""
+
+    async def main() -> tuple[float, float, bool]:
+        inflight = InFlight()
+        began = time.monotonic()
+
+        async def late_client() -> None:  # its next request comes after the unload finished
+            await asyncio.sleep(0.1)
+            inflight.refuse()
+
+        sender = asyncio.create_task(late_client())
+        await asyncio.wait_for(inflight.quiet(period=0.2, limit=60, sending=True), timeout=10)
+        await sender
+        return began, time.monotonic(), inflight.refused_at is not None
+
+    began, returned, refused = asyncio.run(main())
+    assert refused
+    assert returned >= began + 0.1 + 0.19  # the late request was refused, then a quiet period
