@@ -379,3 +379,28 @@ def test_an_idle_worker_does_not_wake_up(tmp_path):
         time.sleep(1.0)
         assert _wake_ups(worker) == before
         np.testing.assert_array_equal(client.infer("echo", [_rows(values + 1, httpclient)]).as_numpy("OUT"), values + 1)
+
+
+def _poll_config(value: str) -> str:
+    return ECHO_CONFIG + f'parameters {{ key: "worker_poll_us" value {{ string_value: "{value}" }} }}\n'
+
+
+def test_worker_poll_us_reaches_the_worker_and_a_bad_value_fails_only_that_model(tmp_path):
+    write_model(tmp_path, "sleeper", _poll_config("0"), ECHO)
+    write_model(tmp_path, "poller", _poll_config("250"), ECHO)
+    write_model(tmp_path, "bad", _poll_config("-5"), ECHO)
+    with Server(tmp_path, ["--exit-on-error=false"]).start() as running:
+        client = httpclient.InferenceServerClient(running.http_url)
+        values = np.arange(4, dtype=np.float32).reshape(1, 4)
+        for model in ("sleeper", "poller"):
+            np.testing.assert_array_equal(client.infer(model, [_rows(values, httpclient)]).as_numpy("OUT"), values)
+        children = open(f"/proc/{running.process.pid}/task/{running.process.pid}/children").read().split()
+        settings = {}
+        for child in children:
+            cmdline = open(f"/proc/{child}/cmdline").read().split("\0")
+            environ = dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
+            settings[cmdline[-2]] = environ.get("OPENINFER_WORKER_POLL_US")
+        assert settings == {"sleeper_0_0": "0", "poller_0_0": "250"}
+        assert not client.is_model_ready("bad")
+        index = {m["name"]: m for m in client.get_model_repository_index()}
+        assert "worker_poll_us" in index["bad"]["reason"] and "'-5'" in index["bad"]["reason"]

@@ -88,3 +88,31 @@ def test_the_server_closing_the_channel_ends_the_wait(pair, gap_ns):
     threading.Timer(0.002, theirs.shutdown, (socket.SHUT_RDWR,)).start()
     with pytest.raises(EOFError):
         channel.receive(spinner.wait)
+
+
+@pytest.mark.parametrize(("parameters", "expected"), [
+    ({}, None), ({"worker_poll_us": "0"}, 0), ({"worker_poll_us": " 250 "}, 250),
+])
+def test_a_model_may_set_the_polling_limit_or_leave_the_default(parameters, expected):
+    assert spin.poll_limit_us(parameters) == expected
+
+
+@pytest.mark.parametrize("text", ["-5", "1.5", "fast", ""])
+def test_a_polling_limit_that_is_not_whole_microseconds_is_refused_with_its_value(text):
+    with pytest.raises(ValueError, match=f"worker_poll_us.*'{text}'"):
+        spin.poll_limit_us({"worker_poll_us": text})
+
+
+def test_the_worker_reads_the_limit_the_server_passed_and_keeps_the_default_otherwise():
+    assert spin.limit_from_env({spin.POLL_ENV: "0"}) == 0
+    assert spin.limit_from_env({spin.POLL_ENV: "250"}) == 250_000
+    assert spin.limit_from_env({}) == spin.LIMIT_NS
+
+
+def test_a_zero_limit_never_polls(pair):
+    ours, theirs = pair
+    spinner = spin.Spinner(limit_ns=0)
+    theirs.send(b"x")
+    for _ in range(20):
+        spinner.wait(_readable(ours))
+    assert spinner.budget_ns == 0

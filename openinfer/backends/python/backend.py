@@ -17,7 +17,7 @@ from ..._proto import model_config_pb2 as mc
 from ...core import config as configs
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
-from . import execution_env, ipc
+from . import execution_env, ipc, spin
 from .in_process import InProcessInstance, wants_in_process
 from .instance import PythonInstance
 from .runner import auto_complete, describe, load_model_class
@@ -108,8 +108,10 @@ class PythonBackend(Backend):
         ctx = owner.ctx
         path = self._model_path(ctx)
         env = await execution_env.prepare(ctx)  # None: the server's own interpreter
+        variables = dict(env.variables) if env is not None else {}
+        variables.update(_poll_variables(ctx))
         worker = WorkerProcess(owner, python=env.python if env is not None else None)
-        await worker.spawn(env.variables if env is not None else None)
+        await worker.spawn(variables or None)
         backend_dir = str(path.parent) if ctx.backend_name != self.name else ""
         try:
             await worker.call(Load(str(path), ctx.name, backend_dir, str(ctx.version_dir)), timeout=600)
@@ -151,3 +153,13 @@ class PythonBackend(Backend):
     async def unload(self, ctx: ModelContext) -> None:
         self._in_process_classes.pop(id(ctx), None)
         self._services.pop(id(ctx), None)
+
+
+def _poll_variables(ctx: ModelContext) -> dict[str, str]:
+    """The worker's environment for the model's `worker_poll_us`, if it sets one."""
+    parameters = {key: value.string_value for key, value in ctx.config.parameters.items()}
+    try:
+        limit = spin.poll_limit_us(parameters)
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    return {} if limit is None else {spin.POLL_ENV: str(limit)}

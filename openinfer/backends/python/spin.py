@@ -16,6 +16,10 @@ budget is spent in full and the wake-up paid anyway. So the budget follows the g
 has seen (twice their running mean, at most `LIMIT_NS`), and a worker whose requests come further
 apart than that sleeps at once: an idle model polls for at most a couple of `LIMIT_NS` after
 its last request, then costs nothing.
+
+Polling spends CPU that would otherwise idle, which a container with a CPU limit pays for in
+quota: a model's `worker_poll_us` parameter sets the limit (0: sleep at once, as Triton's stub
+does), reaching the worker as `POLL_ENV`.
 """
 
 from __future__ import annotations
@@ -23,9 +27,37 @@ from __future__ import annotations
 import os
 import select
 import time
+from collections.abc import Mapping
 
-#: The longest a worker polls before sleeping.
+#: The longest a worker polls before sleeping, unless the model says otherwise.
 LIMIT_NS = 1_000_000
+#: The model config parameter that sets it, in microseconds.
+POLL_PARAMETER = "worker_poll_us"
+#: How the server hands the parameter's value to the worker.
+POLL_ENV = "OPENINFER_WORKER_POLL_US"
+
+
+def poll_limit_us(parameters: Mapping[str, str]) -> int | None:
+    """The model's `worker_poll_us`, checked; None when it does not set one."""
+    text = parameters.get(POLL_PARAMETER)
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(
+            f"model parameter '{POLL_PARAMETER}' must be a whole number of microseconds, "
+            f"0 or more, got '{text}'"
+        )
+    return value
+
+
+def limit_from_env(environ: Mapping[str, str]) -> int:
+    """The worker's polling limit in nanoseconds, as the server passed it."""
+    text = environ.get(POLL_ENV, "")
+    return int(text) * 1000 if text.isdigit() else LIMIT_NS
 
 
 class Spinner:

@@ -73,7 +73,7 @@ class Worker:
         self._started = 0  # tasks begun, which the watcher compares between looks
         self._parked = False
         self._park_lock = threading.Lock()
-        self._spinner = spin.Spinner()  # the main thread's way of waiting for work
+        self._spinner = spin.Spinner(spin.limit_from_env(os.environ))  # how the main thread waits
 
     # --------------------------------------------------------------- reading
     def route(self, message: Any) -> None:
