@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -37,7 +33,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) 
 
 
 def _echo(kind: str, *extra: str) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(
         [sys.executable, "-m", "openinfer.bench.echo", kind, "--port", str(port), *extra],
