@@ -66,12 +66,17 @@ def test_a_limit_of_zero_never_polls():
     assert spinner.budget_ns == 0
 
 
+def _waiting(sock: socket.socket, gap_ns: int) -> tuple[spin.Spinner, ipc.BlockingChannel]:
+    """A channel and a spinner that has seen gaps of `gap_ns` (0: long ones, so it sleeps)."""
+    spinner = spin.Spinner()
+    spinner.mean_gap_ns = gap_ns or spinner.limit_ns
+    return spinner, ipc.BlockingChannel(sock)
+
+
 @pytest.mark.parametrize("gap_ns", [0, 200_000], ids=["sleeping", "polling"])
 def test_a_request_that_arrives_during_the_wait_is_received(pair, gap_ns):
     ours, theirs = pair
-    spinner = spin.Spinner()
-    spinner.mean_gap_ns = gap_ns or spinner.limit_ns
-    channel = ipc.BlockingChannel(ours)
+    spinner, channel = _waiting(ours, gap_ns)
     sender = ipc.BlockingChannel(theirs)
     timer = threading.Timer(0.002, sender.send, (Done("late"),))
     timer.start()
@@ -82,9 +87,7 @@ def test_a_request_that_arrives_during_the_wait_is_received(pair, gap_ns):
 @pytest.mark.parametrize("gap_ns", [0, 200_000], ids=["sleeping", "polling"])
 def test_the_server_closing_the_channel_ends_the_wait(pair, gap_ns):
     ours, theirs = pair
-    spinner = spin.Spinner()
-    spinner.mean_gap_ns = gap_ns or spinner.limit_ns
-    channel = ipc.BlockingChannel(ours)
+    spinner, channel = _waiting(ours, gap_ns)
     threading.Timer(0.002, theirs.shutdown, (socket.SHUT_RDWR,)).start()
     with pytest.raises(EOFError):
         channel.receive(spinner.wait)
@@ -108,11 +111,3 @@ def test_the_worker_reads_the_limit_the_server_passed_and_keeps_the_default_othe
     assert spin.limit_from_env({spin.POLL_ENV: "250"}) == 250_000
     assert spin.limit_from_env({}) == spin.LIMIT_NS
 
-
-def test_a_zero_limit_never_polls(pair):
-    ours, theirs = pair
-    spinner = spin.Spinner(limit_ns=0)
-    theirs.send(b"x")
-    for _ in range(20):
-        spinner.wait(_readable(ours))
-    assert spinner.budget_ns == 0
