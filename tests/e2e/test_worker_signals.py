@@ -93,8 +93,35 @@ def test_a_worker_stuck_in_execute_ends_with_its_server(tmp_path):
         while _alive(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(worker)
+        assert _session_files(server) == []  # the worker took the killed server's files along
     finally:
         server.stop()
+
+
+def test_idle_workers_of_a_killed_server_leave_no_shared_memory_behind(tmp_path):
+    """As Triton's stubs do once their server is gone: nothing waits for the next server's
+    clean-up (Triton's QA counts /dev/shm's files around a `kill -9` of the server)."""
+    write_model(tmp_path, "looper", CONFIG + 'instance_group [ { count: 2 kind: KIND_CPU } ]', MODEL)
+    server = Server(tmp_path).start(wait_for="ready")
+    try:
+        assert _call(server, 3.0).tolist() == [3.0]
+        workers = [int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
+                   .read_text().split()]
+        assert len(workers) == 2 and _session_files(server)
+        server.process.kill()
+        server.process.wait(30)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(pid) for pid in workers)
+        assert _session_files(server) == []
+    finally:
+        server.stop()
+
+
+def _session_files(server: Server) -> list[str]:
+    """The shared-memory files of `server`'s session (named by its pid, `shm_names`)."""
+    return [name for name in os.listdir("/dev/shm") if name.startswith(f"openinfer-ipc-p{server.process.pid}-")]
 
 
 def _safe_call(server: Server) -> None:

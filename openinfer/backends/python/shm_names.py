@@ -8,7 +8,9 @@ pids alone collide between containers that share /dev/shm (`--ipc=host`, a pod's
 volume), where every server may be pid 1. Whether a session is alive is not judged by its pid either (another PID namespace
 sees other pids) but by a lock: the server holds an exclusive `flock` on `<session>-alive` for as
 long as it runs, and the kernel drops it when the process ends, however it ends. A clean-up
-removes a session's files only when it can take that lock itself.
+removes a session's files only when it can take that lock itself: the workers of a killed
+server do so as they leave (as Triton's stubs leave nothing behind), and any server starting
+later sweeps what a session whose workers were killed too left.
 """
 
 from __future__ import annotations
@@ -89,21 +91,32 @@ def cleanup_stale() -> None:
         if not (name.startswith(PREFIX) and name.endswith(_ALIVE)):
             continue
         other = name[len(PREFIX) : -len(_ALIVE)]
-        if other == own:
-            continue
-        try:
-            fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
-        except OSError:
-            continue  # gone meanwhile, or another user's
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # its server runs
-        try:
-            remove_files(f"{PREFIX}{other}-")  # its alive file too, while we hold the lock
-        finally:
-            os.close(fd)
+        if other != own:
+            _remove_if_dead(other)
+
+
+def remove_own_if_server_dead() -> None:
+    """A worker whose server is gone: remove the session's files now, if the server was killed
+    outright (its lock is free), rather than leave them until the next server's clean-up. A
+    server that ends normally still holds the lock here and removes its files itself."""
+    if _in_worker and _session is not None:
+        _remove_if_dead(_session)
+
+
+def _remove_if_dead(other: str) -> None:
+    try:
+        fd = os.open(os.path.join(SHM_DIR, f"{PREFIX}{other}{_ALIVE}"), os.O_RDWR)
+    except OSError:
+        return  # gone meanwhile, or another user's
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return  # its server runs
+    try:
+        remove_files(f"{PREFIX}{other}-")  # its alive file too, while we hold the lock
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: str) -> None:

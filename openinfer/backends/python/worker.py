@@ -306,10 +306,18 @@ class Worker:
                 self._busy_since = None
 
 
+def _leave() -> None:
+    """End the process now, taking a killed server's shared-memory files along."""
+    try:
+        ipc.shm_names.remove_own_if_server_dead()
+    finally:
+        os._exit(0)
+
+
 def _exit_soon(grace_s: float = 1.0) -> None:
     """End the process shortly unless the main thread returns first (a model stuck in
     `execute` must not outlive its server)."""
-    timer = threading.Timer(grace_s, os._exit, (0,))
+    timer = threading.Timer(grace_s, _leave)
     timer.daemon = True
     timer.start()
 
@@ -341,7 +349,7 @@ def main() -> None:
             sys.stderr.flush()
             sock.close()
         finally:
-            os._exit(0)
+            _leave()
 
 
 if __name__ == "__main__":
