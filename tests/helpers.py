@@ -17,6 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "model_repository"
 
 
+def child_pids(pid: int) -> list[int]:
+    """The direct children of `pid` (a server's worker processes), from /proc."""
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def free_port() -> int:
     return free_ports(1)[0]
 

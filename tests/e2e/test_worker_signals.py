@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import tritonclient.http as httpclient
 
-from tests.helpers import Server, write_model
+from openinfer.backends.python import shm_names
+from tests.helpers import Server, child_pids, write_model
 
 CONFIG = """
 backend: "python"
@@ -105,8 +106,7 @@ def test_idle_workers_of_a_killed_server_leave_no_shared_memory_behind(tmp_path)
     server = Server(tmp_path).start(wait_for="ready")
     try:
         assert _call(server, 3.0).tolist() == [3.0]
-        workers = [int(pid) for pid in Path(f"/proc/{server.process.pid}/task/{server.process.pid}/children")
-                   .read_text().split()]
+        workers = child_pids(server.process.pid)
         assert len(workers) == 2 and _session_files(server)
         server.process.kill()
         server.process.wait(30)
@@ -121,7 +121,8 @@ def test_idle_workers_of_a_killed_server_leave_no_shared_memory_behind(tmp_path)
 
 def _session_files(server: Server) -> list[str]:
     """The shared-memory files of `server`'s session (named by its pid, `shm_names`)."""
-    return [name for name in os.listdir("/dev/shm") if name.startswith(f"openinfer-ipc-p{server.process.pid}-")]
+    return [name for name in os.listdir(shm_names.SHM_DIR)
+            if name.startswith(f"{shm_names.PREFIX}p{server.process.pid}-")]
 
 
 def _safe_call(server: Server) -> None:

@@ -17,7 +17,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.helpers import Server, write_model
+from tests.helpers import Server, child_pids, write_model
 
 ECHO = '''
 import numpy as np
@@ -358,7 +358,7 @@ def test_a_decoupled_model_polling_for_cancellation_never_stalls_the_next_reques
 def _wake_ups(pid: int) -> int:
     """Voluntary context switches of every thread of `pid` and of its children: how often they slept and woke."""
     total = 0
-    for child in [pid, *(int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split())]:
+    for child in [pid, *child_pids(pid)]:
         for task in os.listdir(f"/proc/{child}/task"):
             with open(f"/proc/{child}/task/{task}/status") as f:
                 total += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
@@ -373,7 +373,7 @@ def test_an_idle_worker_does_not_wake_up(tmp_path):
         client = httpclient.InferenceServerClient(running.http_url)
         values = np.ones((1, 4), np.float32)
         np.testing.assert_array_equal(client.infer("echo", [_rows(values, httpclient)]).as_numpy("OUT"), values)
-        worker = int(open(f"/proc/{running.process.pid}/task/{running.process.pid}/children").read().split()[0])
+        worker = child_pids(running.process.pid)[0]
         time.sleep(0.5)  # the watcher's last looks find nothing begun: it parks
         before = _wake_ups(worker)
         time.sleep(1.0)
@@ -394,9 +394,8 @@ def test_worker_poll_us_reaches_the_worker_and_a_bad_value_fails_only_that_model
         values = np.arange(4, dtype=np.float32).reshape(1, 4)
         for model in ("sleeper", "poller"):
             np.testing.assert_array_equal(client.infer(model, [_rows(values, httpclient)]).as_numpy("OUT"), values)
-        children = open(f"/proc/{running.process.pid}/task/{running.process.pid}/children").read().split()
         settings = {}
-        for child in children:
+        for child in child_pids(running.process.pid):
             cmdline = open(f"/proc/{child}/cmdline").read().split("\0")
             environ = dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
             settings[cmdline[-2]] = environ.get("OPENINFER_WORKER_POLL_US")

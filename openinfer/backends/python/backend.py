@@ -107,11 +107,11 @@ class PythonBackend(Backend):
         check_stub_name(owner.name)
         ctx = owner.ctx
         path = self._model_path(ctx)
+        poll = _poll_variables(ctx)  # checked before an environment is unpacked for nothing
         env = await execution_env.prepare(ctx)  # None: the server's own interpreter
-        variables = dict(env.variables) if env is not None else {}
-        variables.update(_poll_variables(ctx))
+        variables = {**(env.variables if env is not None else {}), **poll}
         worker = WorkerProcess(owner, python=env.python if env is not None else None)
-        await worker.spawn(variables or None)
+        await worker.spawn(variables)
         backend_dir = str(path.parent) if ctx.backend_name != self.name else ""
         try:
             await worker.call(Load(str(path), ctx.name, backend_dir, str(ctx.version_dir)), timeout=600)
@@ -157,9 +157,9 @@ class PythonBackend(Backend):
 
 def _poll_variables(ctx: ModelContext) -> dict[str, str]:
     """The worker's environment for the model's `worker_poll_us`, if it sets one."""
-    parameters = {key: value.string_value for key, value in ctx.config.parameters.items()}
+    entry = ctx.config.parameters.get(spin.POLL_PARAMETER)
     try:
-        limit = spin.poll_limit_us(parameters)
+        limit = spin.poll_limit_us(None if entry is None else entry.string_value)
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from None
     return {} if limit is None else {spin.POLL_ENV: str(limit)}

@@ -37,21 +37,16 @@ POLL_PARAMETER = "worker_poll_us"
 POLL_ENV = "OPENINFER_WORKER_POLL_US"
 
 
-def poll_limit_us(parameters: Mapping[str, str]) -> int | None:
-    """The model's `worker_poll_us`, checked; None when it does not set one."""
-    text = parameters.get(POLL_PARAMETER)
+def poll_limit_us(text: str | None) -> int | None:
+    """The model's `worker_poll_us` (its text, None when unset), checked."""
     if text is None:
         return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
+    if not text.strip().isdecimal():
         raise ValueError(
             f"model parameter '{POLL_PARAMETER}' must be a whole number of microseconds, "
             f"0 or more, got '{text}'"
         )
-    return value
+    return int(text)
 
 
 def limit_from_env(environ: Mapping[str, str]) -> int:
