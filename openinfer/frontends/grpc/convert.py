@@ -13,6 +13,7 @@ from ...core.inputs import check_consumed, negative_dimension
 from ...core.parameters import apply_reserved
 from ...core.requested import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from .raw_tail import TAIL_FROM, TailedResponse, as_bytes
 
 _CONTENTS_FIELD = {
     "BOOL": "bool_contents",
@@ -150,7 +151,8 @@ def _requested_output(output: pb.ModelInferRequest.InferRequestedOutputTensor) -
     return requested_output(output.name, params)
 
 
-def to_response(response: InferResponse) -> pb.ModelInferResponse:
+def to_response(response: InferResponse, *, tail: bool = False) -> pb.ModelInferResponse | TailedResponse:
+    """The response message; with `tail`, large raw outputs stay outside it (`raw_tail`)."""
     # Fields are assigned one by one: upb's keyword constructors parse their arguments slower.
     message = pb.ModelInferResponse()
     message.model_name = response.model_name
@@ -160,7 +162,7 @@ def to_response(response: InferResponse) -> pb.ModelInferResponse:
     if response.parameters:
         for key, value in response.parameters.items():
             set_param(message.parameters[key], value)
-    add, raw = message.outputs.add, message.raw_output_contents
+    add, raw = message.outputs.add, []
     for tensor in response.outputs:
         out = add()
         out.name = tensor.name
@@ -169,5 +171,9 @@ def to_response(response: InferResponse) -> pb.ModelInferResponse:
         if tensor.parameters:
             for key, value in tensor.parameters.items():
                 set_param(out.parameters[key], value)
-        raw.append(b"" if tensor.data is None else datatypes.to_wire_copy(tensor.data, tensor.datatype))
+        data = tensor.data
+        raw.append(b"" if data is None else datatypes.to_wire_bytes(data, tensor.datatype))
+    if tail and sum(memoryview(data).nbytes for data in raw) >= TAIL_FROM:
+        return TailedResponse(message, raw)
+    message.raw_output_contents.extend(as_bytes(data) for data in raw)
     return message

@@ -29,6 +29,7 @@ from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
+from .raw_tail import serializer
 
 log = logging.getLogger("openinfer.grpc")
 
@@ -59,8 +60,9 @@ _MALFORMED_MESSAGE = "failed to parse the request message"
 
 
 def _tolerant(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """The handler with a request parser that yields MALFORMED instead of raising: grpcio would
-    answer UNKNOWN and log a traceback for every undecodable message a client sends."""
+    """The handler with a request parser that yields MALFORMED instead of raising (grpcio would
+    answer UNKNOWN and log a traceback for every undecodable message a client sends), and a
+    response writer that also takes a `TailedResponse`."""
     parse = handler.request_deserializer
     if parse is None:
         return handler
@@ -71,7 +73,8 @@ def _tolerant(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         except DecodeError:
             return MALFORMED
 
-    return handler._replace(request_deserializer=deserialize)
+    write = serializer(handler.response_serializer)
+    return handler._replace(request_deserializer=deserialize, response_serializer=write)
 
 
 class _TolerantRegistry:
@@ -192,7 +195,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         response = await self.server.infer(core_request, protocol=Protocol.GRPC)
         if self.response_compression is not None:
             await _compress_responses(context, self.response_compression)
-        return convert.to_response(response)
+        return convert.to_response(response, tail=True)
 
     async def ModelStreamInfer(self, request_iterator, context):
         """Bidirectional stream: per-request errors in band, decoupled responses as produced.
