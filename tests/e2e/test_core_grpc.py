@@ -106,6 +106,15 @@ def test_stream_decoupled_model(client):
         assert first.get_response().parameters["triton_final_response"].bool_param
         second, error = responses.get(timeout=15)
         assert second is None and "missing required input" in error.message()
+        # A large answer on the stream: its raw output follows the message on the wire.
+        big = np.random.default_rng(1).random((1, 65536), dtype=np.float32)
+        tensor = grpcclient.InferInput("INPUT0", list(big.shape), "FP32")
+        tensor.set_data_from_numpy(big)
+        client.async_stream_infer("identity_fp32", [tensor], request_id="big")
+        result, error = responses.get(timeout=15)
+        assert error is None and result.get_response().id == "big"
+        assert result.get_response().parameters["triton_final_response"].bool_param
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), big)
     finally:
         client.stop_stream()
 

@@ -58,3 +58,16 @@ def test_varint_is_protobufs_base_128(value):
     message = pb.InferParameter(uint64_param=value)
     key = bytes([pb.InferParameter.UINT64_PARAM_FIELD_NUMBER << 3])  # wire type 0: varint
     assert message.SerializeToString() == key + raw_tail.varint(value)
+
+
+def test_a_stream_reply_with_a_tailed_response_is_the_bytes_upb_writes():
+    response = _response(("FP32", np.arange(65536, dtype=np.float32).reshape(1, -1)))
+    tailed, whole = convert.to_response(response, tail=True), convert.to_response(response)
+    for message in (tailed.message, whole):
+        message.parameters["triton_final_response"].bool_param = True
+    reply = raw_tail.stream_reply(tailed)
+    expected = pb.ModelStreamInferResponse(infer_response=whole).SerializeToString()
+    assert raw_tail.serializer(pb.ModelStreamInferResponse.SerializeToString)(reply) == expected
+    small = raw_tail.stream_reply(convert.to_response(_response(("FP32", np.ones((1, 4), np.float32))), tail=True))
+    assert isinstance(small, pb.ModelStreamInferResponse)
+    assert np.frombuffer(small.infer_response.raw_output_contents[0], np.float32).tolist() == [1.0] * 4

@@ -29,7 +29,7 @@ from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert
-from .raw_tail import serializer
+from .raw_tail import TailedResponse, serializer, stream_reply
 
 log = logging.getLogger("openinfer.grpc")
 
@@ -233,8 +233,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                         reply = pb.ModelStreamInferResponse(error_message=error.message)
                         reply.infer_response.id = message.id
                     else:
-                        reply = pb.ModelStreamInferResponse(infer_response=convert.to_response(response))
-                        reply.infer_response.parameters["triton_final_response"].bool_param = response.final
+                        answer = convert.to_response(response, tail=True)
+                        head = answer.message if isinstance(answer, TailedResponse) else answer
+                        head.parameters["triton_final_response"].bool_param = response.final
+                        reply = stream_reply(answer)
                     if ordered:
                         items.append(reply)
                     else:
