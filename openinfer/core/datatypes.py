@@ -179,6 +179,13 @@ def to_wire_bytes(array: np.ndarray, datatype: str) -> bytes | memoryview:
     return memoryview(array).cast("B") if array.size else b""
 
 
+def to_wire_copy(array: np.ndarray, datatype: str) -> bytes:
+    """The binary wire form as a bytes object of its own (what a protobuf field takes)."""
+    if datatype == "BYTES":
+        return serialize_bytes(array)
+    return _little_endian(array).tobytes()  # row-major, whatever the array's own layout
+
+
 def from_wire_bytes(
     buffer: bytes | memoryview | bytearray,
     datatype: str,

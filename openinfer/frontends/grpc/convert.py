@@ -13,7 +13,7 @@ from ...core.inputs import check_consumed, negative_dimension
 from ...core.parameters import apply_reserved
 from ...core.requested import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
-from .raw_tail import TAIL_FROM, TailedResponse, as_bytes
+from .raw_tail import TAIL_FROM, TailedResponse
 
 _CONTENTS_FIELD = {
     "BOOL": "bool_contents",
@@ -162,7 +162,7 @@ def to_response(response: InferResponse, *, tail: bool = False) -> pb.ModelInfer
     if response.parameters:
         for key, value in response.parameters.items():
             set_param(message.parameters[key], value)
-    add, raw = message.outputs.add, []
+    add, size = message.outputs.add, 0
     for tensor in response.outputs:
         out = add()
         out.name = tensor.name
@@ -171,9 +171,13 @@ def to_response(response: InferResponse, *, tail: bool = False) -> pb.ModelInfer
         if tensor.parameters:
             for key, value in tensor.parameters.items():
                 set_param(out.parameters[key], value)
-        data = tensor.data
-        raw.append(b"" if data is None else datatypes.to_wire_bytes(data, tensor.datatype))
-    if tail and sum(memoryview(data).nbytes for data in raw) >= TAIL_FROM:
-        return TailedResponse(message, raw)
-    message.raw_output_contents.extend(as_bytes(data) for data in raw)
+        if tensor.data is not None:
+            size += tensor.data.nbytes  # (a BYTES array's pointers: near enough to choose by)
+    if tail and size >= TAIL_FROM:
+        return TailedResponse(message, [_raw(t, datatypes.to_wire_bytes) for t in response.outputs])
+    message.raw_output_contents.extend([_raw(t, datatypes.to_wire_copy) for t in response.outputs])
     return message
+
+
+def _raw(tensor: Tensor, form: Any) -> bytes | memoryview:
+    return b"" if tensor.data is None else form(tensor.data, tensor.datatype)

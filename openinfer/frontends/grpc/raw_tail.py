@@ -35,11 +35,6 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
-def as_bytes(data: Any) -> bytes:
-    """What a protobuf bytes field takes: upb refuses a memoryview."""
-    return data if type(data) is bytes else bytes(data)
-
-
 class TailedResponse:
     """A `ModelInferResponse` without its raw outputs, and those outputs as buffers."""
 
@@ -61,7 +56,7 @@ class TailedResponse:
 
     def as_message(self) -> pb.ModelInferResponse:
         """The whole message, raw outputs copied in (where a message object is needed)."""
-        self.message.raw_output_contents.extend(as_bytes(data) for data in self.raw)
+        self.message.raw_output_contents.extend([bytes(data) for data in self.raw])  # upb takes no views
         return self.message
 
 
