@@ -99,6 +99,8 @@ class Server:
     new_session: bool = False
     #: extra environment variables for the server process.
     env: dict[str, str] = field(default_factory=dict)
+    #: a command the server runs under (e.g. `unshare`), its own command line appended.
+    launcher: list[str] = field(default_factory=list)
 
     @property
     def http_url(self) -> str:
@@ -116,7 +118,7 @@ class Server:
         """Start on `ports` (HTTP, gRPC, metrics), or on free ones."""
         self.http_port, self.grpc_port, self.metrics_port = ports or tuple(free_ports(3))
         command = [
-            sys.executable, "-m", "openinfer.cli", "serve",
+            *self.launcher, sys.executable, "-m", "openinfer.cli", "serve",
             "--model-repository", str(self.repository),
             "--http-port", str(self.http_port),
             "--grpc-port", str(self.grpc_port),

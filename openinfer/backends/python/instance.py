@@ -19,6 +19,7 @@ from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest
 from . import convert
 from .services import ModelServices, model_log
+from .shm_files import SharedMemoryFull
 from .wire import (
     Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
     Readiness, Reply, Respond,
@@ -288,6 +289,8 @@ class PythonInstance(ModelInstance):
                 worker.send(Reply(call.call_id, await self.services.handle(call.kind, call.args), True))
         except asyncio.CancelledError:
             _send_quietly(worker, Reply(call.call_id, None, True))
+        except SharedMemoryFull as exc:  # the answer's tensors do not fit in /dev/shm
+            _send_quietly(worker, Reply(call.call_id, self.services.failed_answer(call.kind, exc), True))
         except Exception as exc:
             _send_quietly(worker, Reply(call.call_id, None, True, convert.triton_error(exc)))
         finally:

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from . import packed, shm_names
+from . import packed, shm_files, shm_names
 
 SHM_DIR = shm_names.SHM_DIR
 SHM_THRESHOLD = 64 * 1024
@@ -215,37 +215,6 @@ def shm_prefix() -> str:
     return shm_names.prefix()
 
 
-def _write_shm(raw: memoryview) -> str:
-    name = f"{shm_prefix()}{next(_counter)}"
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
-    try:
-        os.ftruncate(fd, raw.nbytes)
-        with mmap.mmap(fd, raw.nbytes) as region:
-            region[:] = raw
-    finally:
-        os.close(fd)
-    return name
-
-
-def _unlink(name: str) -> None:
-    try:
-        os.unlink(os.path.join(SHM_DIR, name))
-    except OSError:
-        pass
-
-
-def _read_shm(name: str, size: int) -> memoryview:
-    path = os.path.join(SHM_DIR, name)
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.unlink(path)
-        if size == 0:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(fd, size))
-    finally:
-        os.close(fd)
-
-
 def echo_finder(batch: int, arrays: list[np.ndarray], ring: Arena) -> Callable[[np.ndarray], str | None]:
     """Worker: for an answer to `batch`, the descriptor of an output that lies inside one of
     the batch's inputs in the inbound `ring` (`^batch:position`), so it is not copied back:
@@ -278,18 +247,25 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
     def put_large(raw: memoryview) -> str:
         descriptor = arena.put(raw) if arena is not None else None
         if descriptor is None:
-            descriptor = _write_shm(raw)
+            descriptor = shm_files.write(raw)
             files.append(descriptor)
         return descriptor
+
+    def give_back() -> None:
+        if arena is not None:
+            arena.head = head
+        for name in files:
+            shm_files.unlink(name)
+        files.clear()
 
     try:
         parts = packed.pack(message, put_large, SHM_THRESHOLD, echo)
     except packed.Unpackable:  # give back what the packing had written, then pickle
-        if arena is not None:
-            arena.head = head
-        for name in files:
-            _unlink(name)
+        give_back()
         parts = None
+    except shm_files.SharedMemoryFull:
+        give_back()
+        raise
     if parts is not None:
         body = b"".join(parts)
         return _FRAME.pack(len(body), PACKED) + body
@@ -303,7 +279,11 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
         names.append(_NAME.pack(len(encoded), raw.nbytes) + encoded)
         return False
 
-    payload = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
+    try:
+        payload = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
+    except shm_files.SharedMemoryFull:
+        give_back()
+        raise
     body = b"".join([_LENGTH.pack(len(payload)), payload, *names])
     return _FRAME.pack(len(body), PICKLED) + body
 
@@ -356,7 +336,7 @@ def _buffer(name: str, size: int, arena: Arena | None) -> memoryview | bytearray
         if arena is None:
             raise EOFError("a shared ring buffer arrived on a channel without one")
         return arena.take(name, size)
-    return _read_shm(name, size)
+    return shm_files.read(name, size)
 
 
 class FrameReader:

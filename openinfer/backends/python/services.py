@@ -88,6 +88,12 @@ class ModelServices:
     async def infer_collect(self, wire: WireRequest) -> list[tuple[WireResponse | None, bool]]:
         return [answer async for answer in self.infer_stream(wire)]
 
+    @staticmethod
+    def failed_answer(kind: str, error: Exception) -> Any:
+        """A BLS call's answer when the real one cannot reach the model: an error response."""
+        wire = WireResponse([], {}, convert.triton_error(error))
+        return [(wire, True)] if kind == "infer_collect" else wire
+
     # --------------------------------------------------------- custom metrics
     def _metrics(self) -> Any:
         return self._server().custom_metrics

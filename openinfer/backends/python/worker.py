@@ -29,6 +29,7 @@ from typing import Any
 from ..._malloc import tune_malloc
 from . import forked, ipc, pb_utils, spin
 from .pb_utils import _host, c_module
+from .shm_files import SharedMemoryFull
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
 from .wire import (
     AutoComplete, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Load, Readiness, Reply,
@@ -259,7 +260,11 @@ class Worker:
         if inbound is not None and responses:
             inputs = [array for wire in live for _, _, array in wire.inputs if array.nbytes >= ipc.SHM_THRESHOLD]
             echo = ipc.echo_finder(message.batch_id, inputs, inbound) if inputs else None
-        self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses), echo)
+        try:
+            self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses), echo)
+        except SharedMemoryFull as exc:  # the outputs do not fit in /dev/shm: the batch fails
+            outcome = outcome._replace(batch_id=message.batch_id, responses=None, error=str(exc))
+            self.channel.send(outcome)
         if outcome.error is not None or not self.runner.decoupled:  # type: ignore[union-attr]
             answered = [w.key for w, r in zip(live, outcome.responses or []) if r is not None]
             self.host.finish(answered if outcome.error is None else [w.key for w in live])

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import ipc, pb_utils
 from .runner import wire_response
+from .shm_files import SharedMemoryFull
 from .wire import Call, CancelCall, Log, Reply, Respond, WireResponse
 
 
@@ -65,7 +66,11 @@ class WorkerHost:
         answers: queue.Queue = queue.Queue()
         with self._lock:
             self._waiting[call_id] = answers
-        self.channel.send(Call(call_id, kind, args))
+        try:
+            self.channel.send(Call(call_id, kind, args))
+        except SharedMemoryFull as exc:  # the request's tensors do not fit in /dev/shm
+            self.forget_call(call_id)
+            raise pb_utils.TritonModelException(str(exc)) from None
         self.need_reader()
         return call_id, answers
 
@@ -100,7 +105,10 @@ class WorkerHost:
     # -- responses and cancellation
     def send_response(self, key: int, response: Any, final: bool) -> None:
         wire = None if response is None else _safe_wire(response, self.requested.get(key))
-        self.channel.send(Respond(key, wire, final))
+        try:
+            self.channel.send(Respond(key, wire, final))
+        except SharedMemoryFull as exc:
+            raise pb_utils.TritonModelException(str(exc)) from None
         if final:
             self.finish([key])
 
