@@ -258,17 +258,25 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
             shm_files.unlink(name)
         files.clear()
 
-    try:
-        parts = packed.pack(message, put_large, SHM_THRESHOLD, echo)
-    except packed.Unpackable:  # give back what the packing had written, then pickle
-        give_back()
-        parts = None
-    except shm_files.SharedMemoryFull:
-        give_back()
-        raise
-    if parts is not None:
+    def frame() -> bytes:
+        try:
+            parts = packed.pack(message, put_large, SHM_THRESHOLD, echo)
+        except packed.Unpackable:  # give back what the packing had written, then pickle
+            give_back()
+            parts = None
+        if parts is None:  # not a hot message, or not packable
+            return _pickled(message, put_large)
         body = b"".join(parts)
         return _FRAME.pack(len(body), PACKED) + body
+
+    try:
+        return frame()
+    except shm_files.SharedMemoryFull:  # nothing half-written stays behind
+        give_back()
+        raise
+
+
+def _pickled(message: Any, put_large: Callable[[memoryview], str]) -> bytes:
     names: list[bytes] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
@@ -279,11 +287,7 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
         names.append(_NAME.pack(len(encoded), raw.nbytes) + encoded)
         return False
 
-    try:
-        payload = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
-    except shm_files.SharedMemoryFull:
-        give_back()
-        raise
+    payload = pickle.dumps(message, protocol=5, buffer_callback=out_of_band)
     body = b"".join([_LENGTH.pack(len(payload)), payload, *names])
     return _FRAME.pack(len(body), PICKLED) + body
 

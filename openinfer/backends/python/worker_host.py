@@ -67,16 +67,23 @@ class WorkerHost:
         with self._lock:
             self._waiting[call_id] = answers
         try:
-            self.channel.send(Call(call_id, kind, args))
-        except SharedMemoryFull as exc:  # the request's tensors do not fit in /dev/shm
+            self._send_for_model(Call(call_id, kind, args))
+        except pb_utils.TritonModelException:
             self.forget_call(call_id)
-            raise pb_utils.TritonModelException(str(exc)) from None
+            raise
         self.need_reader()
         return call_id, answers
 
     def forget_call(self, call_id: int) -> None:
         with self._lock:
             self._waiting.pop(call_id, None)
+
+    def _send_for_model(self, message: Any) -> None:
+        """Send what the model asked for; tensors that do not fit in /dev/shm fail its call."""
+        try:
+            self.channel.send(message)
+        except SharedMemoryFull as exc:
+            raise pb_utils.TritonModelException(str(exc)) from None
 
     def call(self, kind: str, *args: Any) -> Any:
         call_id, answers = self.open_call(kind, args)
@@ -105,10 +112,7 @@ class WorkerHost:
     # -- responses and cancellation
     def send_response(self, key: int, response: Any, final: bool) -> None:
         wire = None if response is None else _safe_wire(response, self.requested.get(key))
-        try:
-            self.channel.send(Respond(key, wire, final))
-        except SharedMemoryFull as exc:
-            raise pb_utils.TritonModelException(str(exc)) from None
+        self._send_for_model(Respond(key, wire, final))
         if final:
             self.finish([key])
 

@@ -54,11 +54,6 @@ class TailedResponse:
     def serialize(self) -> bytes:
         return b"".join(self.parts())
 
-    def as_message(self) -> pb.ModelInferResponse:
-        """The whole message, raw outputs copied in (where a message object is needed)."""
-        self.message.raw_output_contents.extend([bytes(data) for data in self.raw])  # upb takes no views
-        return self.message
-
 
 class TailedStreamResponse(TailedResponse):
     """A `ModelStreamInferResponse` holding a tailed `infer_response` (its field 2): the inner
