@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import select
 import socket
 import threading
@@ -109,3 +110,69 @@ def test_the_worker_reads_the_limit_the_server_passed_and_keeps_the_default_othe
     assert spin.limit_from_env({spin.POLL_ENV: "250"}) == 250_000
     assert spin.limit_from_env({}) == spin.LIMIT_NS
 
+
+
+# ------------------------------------------------------------------ the server's side
+
+
+async def _turns(turns: int = 5) -> None:
+    """Let the loop turn a few times."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
+async def test_a_server_that_has_seen_no_answer_yet_lets_its_loop_sleep():
+    poller = spin.LoopPoller()
+    poller.sent()
+    assert not poller.turning
+
+
+async def test_answers_that_come_quickly_earn_the_loop_a_budget_of_twice_their_wait():
+    poller = spin.LoopPoller(limit_ns=10_000_000)
+    for _ in range(20):
+        poller.sent()
+        poller.answered()
+    assert 0 < poller.mean_gap_ns < 1_000_000
+    assert poller.budget_ns == int(2 * poller.mean_gap_ns)
+
+
+async def test_the_loop_keeps_turning_while_an_answer_is_due_and_serves_other_work():
+    poller = spin.LoopPoller(limit_ns=10_000_000)
+    poller.mean_gap_ns = 4_000_000  # a budget of 8 ms
+    poller.sent()
+    assert poller.turning
+    other = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_later(0.001, other.set_result, "served")
+    assert await asyncio.wait_for(other, 1) == "served"
+    assert poller.turning  # still within budget, the batch still out
+    poller.answered()
+    await _turns()
+    assert not poller.turning
+    assert poller.outstanding == 0
+
+
+async def test_the_loop_stops_turning_once_the_budget_is_spent():
+    poller = spin.LoopPoller(limit_ns=1_000_000)
+    poller.mean_gap_ns = 100_000  # a budget of 0.2 ms
+    poller.sent()
+    await asyncio.sleep(0.01)
+    await _turns()
+    assert not poller.turning
+    assert poller.outstanding == 1  # the answer is still awaited, asleep
+
+
+async def test_answers_slower_than_the_limit_stop_the_turning():
+    poller = spin.LoopPoller(limit_ns=1_000)
+    poller.mean_gap_ns = 100  # it was turning
+    for _ in range(8):
+        poller.sent()
+        await asyncio.sleep(0.002)
+        poller.answered()
+    assert poller.budget_ns == 0
+
+
+async def test_a_limit_of_zero_never_turns_the_loop():
+    poller = spin.LoopPoller(limit_ns=0)
+    poller.mean_gap_ns = 0
+    poller.sent()
+    assert not poller.turning

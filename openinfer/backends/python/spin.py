@@ -1,4 +1,4 @@
-"""How a worker waits for its next request: poll for it a little before going to sleep.
+"""How each side of the crossing to a worker waits for the other: poll a little before sleeping.
 
 Sleeping in `poll()` and being woken by the server's write costs the worker a wake-up per
 request, and on a virtual machine a halted CPU takes tens of microseconds to resume. When
@@ -20,10 +20,23 @@ its last request, then costs nothing.
 Polling spends CPU that would otherwise idle, which a container with a CPU limit pays for in
 quota: a model's `worker_poll_us` parameter sets the limit (0: sleep at once, as Triton's stub
 does), reaching the worker as `POLL_ENV`.
+
+The server waits too: once a batch is out, its event loop has nothing to do until the answer
+comes, sleeps in epoll, and the answer's arrival pays the same wake-up on the server's side.
+`LoopPoller` keeps the loop turning instead, within the same kind of budget (the gaps measured
+from a send, or the previous answer, to the next answer), by queueing a callback that queues
+itself again each turn: a loop with a callback ready polls for events without sleeping, so it
+picks the answer up on its next turn and serves anything else that arrives meanwhile as usual.
+Each turn yields the CPU, which the worker may be waiting for. Interleaved against the same
+server without it (best of 4 rounds each, identity [1,16] FP32 in a worker): HTTP at concurrency
+1 from 1,933 to 2,202 infer/s, gRPC at concurrency 1 from 1,172 to 1,261, gRPC at concurrency 16
+from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrency 16 from 8,107 to
+8,572. The model's `worker_poll_us` limits both sides.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import time
@@ -55,9 +68,9 @@ def limit_from_env(environ: Mapping[str, str]) -> int:
     return int(text) * 1000 if text.isdigit() else LIMIT_NS
 
 
-class Spinner:
-    """Waits for a file descriptor to be readable: polling while the recent gaps between
-    requests say one is due shortly, sleeping otherwise."""
+class PollBudget:
+    """How long the next wait may poll: twice the running mean of the waits seen, 0 (sleep at
+    once) while that mean is at the limit or beyond."""
 
     def __init__(self, limit_ns: int = LIMIT_NS) -> None:
         self.limit_ns = limit_ns
@@ -65,10 +78,20 @@ class Spinner:
 
     @property
     def budget_ns(self) -> int:
-        """How long the next wait polls before it sleeps: 0 when requests come too far apart."""
+        """How long the next wait polls before it sleeps: 0 when the waits are too long."""
         if self.limit_ns <= 0 or self.mean_gap_ns >= self.limit_ns:
             return 0
         return min(self.limit_ns, int(2 * self.mean_gap_ns))
+
+    def observe(self, gap_ns: int) -> None:
+        """Count one wait into the running mean."""
+        gap = min(gap_ns, 2 * self.limit_ns)
+        self.mean_gap_ns += (gap - self.mean_gap_ns) / 4
+
+
+class Spinner(PollBudget):
+    """The worker's side: waits for a file descriptor to be readable, polling while the recent
+    gaps between requests say one is due shortly, sleeping otherwise."""
 
     def wait(self, readable: select.poll) -> None:
         """Return once `readable` reports an event (input, end of stream or an error)."""
@@ -84,5 +107,43 @@ class Spinner:
                 os.sched_yield()  # anything else runnable on this CPU goes first
         else:
             readable.poll()
-        gap = min(clock() - start, 2 * self.limit_ns)
-        self.mean_gap_ns += (gap - self.mean_gap_ns) / 4
+        self.observe(clock() - start)
+
+
+class LoopPoller(PollBudget):
+    """The server's side: keeps its event loop turning while a worker's answer is due shortly."""
+
+    def __init__(self, limit_ns: int = LIMIT_NS) -> None:
+        super().__init__(limit_ns)
+        self.outstanding = 0  # batches sent and not yet answered
+        self._since = 0  # when the wait for the next answer began
+        self._deadline = 0
+        self.turning = False
+
+    def sent(self) -> None:
+        """A batch went to the worker: turn the loop until its answer is due, within budget."""
+        now = time.perf_counter_ns()
+        if not self.outstanding:
+            self._since = now
+        self.outstanding += 1
+        budget = self.budget_ns
+        if budget:
+            self._deadline = now + budget
+            if not self.turning:
+                self.turning = True
+                asyncio.get_running_loop().call_soon(self._turn)
+
+    def answered(self) -> None:
+        """A batch's answer came in."""
+        now = time.perf_counter_ns()
+        if self.outstanding:
+            self.outstanding -= 1
+            self.observe(now - self._since)
+        self._since = now
+
+    def _turn(self) -> None:
+        if self.outstanding and time.perf_counter_ns() < self._deadline:
+            os.sched_yield()  # the worker may be waiting for this CPU
+            asyncio.get_running_loop().call_soon(self._turn)
+        else:
+            self.turning = False

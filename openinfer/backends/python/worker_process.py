@@ -3,7 +3,8 @@
 The process runs `python -m openinfer.backends.python.worker`; messages cross as frames on a
 socketpair, large tensors through two shared rings (`ipc`). One `asyncio.Protocol` per worker
 decodes everything a read brought and hands each answer to the owner (an instance, or the
-loader that runs `auto_complete_config`) through `dispatch`, in the same callback.
+loader that runs `auto_complete_config`) through `dispatch`, in the same callback. While a
+batch is out, the loop polls for its answer rather than sleeping (`spin.LoopPoller`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core.errors import InvalidArgumentError, UnavailableError
-from . import ipc
+from . import ipc, spin
 from .wire import Done, Failed
 
 log = logging.getLogger("openinfer.python")
@@ -51,6 +52,8 @@ class WorkerProcess:
         #: Shared rings for large tensors: one per direction, mapped by both processes.
         self.to_worker: ipc.Arena | None = None
         self.from_worker: ipc.Arena | None = None
+        #: Keeps the loop from sleeping while an answer is due shortly; limited as the worker is.
+        self.poller = spin.LoopPoller(0)
 
     @property
     def pid(self) -> int | None:
@@ -66,6 +69,7 @@ class WorkerProcess:
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         env[ipc.shm_names.SESSION_ENV] = ipc.shm_names.session()
         env.update(env_overrides or {})
+        self.poller = spin.LoopPoller(spin.limit_from_env(env))
         # The working directory is the server's, as Triton's stubs inherit it.
         self.process = await asyncio.create_subprocess_exec(
             self.python,
@@ -118,11 +122,13 @@ class WorkerProcess:
         arena = self.to_worker
         start = arena.head if arena is not None else 0
         self.send(message)
+        self.poller.sent()
         if arena is not None and arena.head != start:
             arena.pin(message.batch_id, start)
 
     def batch_answered(self, batch_id: int) -> None:
         """The batch's answer is decoded: its outputs hold what they echo on their own."""
+        self.poller.answered()
         if self.to_worker is not None:
             self.to_worker.unpin(batch_id)
 
