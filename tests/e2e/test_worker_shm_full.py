@@ -3,8 +3,11 @@ worker lives on. The server runs in a mount namespace of its own with a 64 MiB /
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -33,7 +36,8 @@ pytestmark = pytest.mark.skipif(
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     shutil.copytree(ROOT / "examples" / "model_repository" / "identity_fp32", repo / "identity_fp32")
-    running = Server(repo, launcher=LAUNCHER).start(wait_for="ready")
+    # bodies larger than the whole /dev/shm are allowed in, to reach the worker's crossing
+    running = Server(repo, args=["--http-max-input-size", str(2 * SHM_MIB << 20)], launcher=LAUNCHER).start(wait_for="ready")
     yield running
     running.stop()
 
@@ -61,3 +65,25 @@ def test_an_answer_that_does_not_fit_fails_its_request_and_the_worker_lives_on(s
     assert child_pids(server.process.pid) == workers
     medium = np.full((1, 5 * 1024 * 1024), 2.0, np.float32)  # 20 MiB each way: fits
     np.testing.assert_array_equal(_infer(client, medium), medium)
+
+
+def test_a_request_that_does_not_fit_fails_before_it_reaches_the_worker_and_the_worker_serves_on(server):
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=120)
+    small = np.arange(16, dtype=np.float32).reshape(1, -1)
+    np.testing.assert_array_equal(_infer(client, small), small)
+    workers = child_pids(server.process.pid)
+    huge = np.ones((1, (SHM_MIB + 8) * 1024 * 1024 // 4), np.float32)  # more than all of /dev/shm
+    with pytest.raises(InferenceServerException) as error:
+        _infer(client, huge)
+    assert "Failed to increase the shared memory pool size" in error.value.message()
+    for _ in range(3):
+        np.testing.assert_array_equal(_infer(client, small), small)
+    assert child_pids(server.process.pid) == workers
+    # The failed send left nothing held: the worker, killed while idle, is not restarted as
+    # one that broke an execution would be (it waits for the next request).
+    os.kill(workers[0], signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while child_pids(server.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(3)
+    assert child_pids(server.process.pid) == []

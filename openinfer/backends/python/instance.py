@@ -206,7 +206,13 @@ class PythonInstance(ModelInstance):
         keys = [w.key for w in wires]
         future: asyncio.Future[Executed] = asyncio.get_running_loop().create_future()
         self._batches[batch_id] = _Batch(future, requests, senders)
-        worker.send_batch(Execute(batch_id, wires))
+        try:
+            worker.send_batch(Execute(batch_id, wires))
+        except Exception:  # never sent (the worker is gone, /dev/shm is full): nothing stays held
+            self._batches.pop(batch_id, None)
+            for key in keys:
+                self._senders.pop(key, None)
+            raise
         try:
             executed = await asyncio.wait_for(future, self.execute_timeout)
         except asyncio.CancelledError:  # the caller went away: the worker skips or flags the work
