@@ -10,6 +10,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from openinfer._proto import grpc_service_pb2 as pb
 from openinfer._proto import health_pb2, health_pb2_grpc
 
 from .test_core_http import DATATYPES
@@ -72,6 +73,30 @@ def test_add_sub_and_large_tensor(client):
     tensor = grpcclient.InferInput("INPUT0", list(big.shape), "FP32")
     tensor.set_data_from_numpy(big)
     np.testing.assert_array_equal(client.infer("identity_fp32", [tensor]).as_numpy("OUTPUT0"), big)
+
+
+def test_large_requests_with_several_raw_inputs_and_a_damaged_one(example_server, client):
+    """Raw inputs past the split size are read where they lie in the request's bytes: each
+    input keeps its own data, and a request cut short is refused as one that did not parse."""
+    rng = np.random.default_rng(2)
+    a, b = rng.random(65536, dtype=np.float32), rng.random(32768, dtype=np.float64)
+    inputs = [grpcclient.InferInput("INPUT_FP32", [65536], "FP32"), grpcclient.InferInput("INPUT_FP64", [32768], "FP64")]
+    inputs[0].set_data_from_numpy(a)
+    inputs[1].set_data_from_numpy(b)
+    names = ["OUTPUT_FP32", "OUTPUT_FP64"]
+    result = client.infer("identity_any", inputs, outputs=[grpcclient.InferRequestedOutput(n) for n in names])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT_FP32"), a)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT_FP64"), b)
+    message = pb.ModelInferRequest(model_name="identity_fp32")
+    message.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 65536])
+    message.raw_input_contents.append(a.tobytes())
+    with grpc.insecure_channel(example_server.grpc_url) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")  # bytes in, bytes out
+        with pytest.raises(grpc.RpcError) as err:
+            call(message.SerializeToString()[:-100], timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        answer = pb.ModelInferResponse.FromString(call(message.SerializeToString(), timeout=30))
+    np.testing.assert_array_equal(np.frombuffer(answer.raw_output_contents[0], np.float32), a)
 
 
 def test_stream_decoupled_model(client):

@@ -13,6 +13,7 @@ from ...core.inputs import check_consumed, negative_dimension
 from ...core.parameters import apply_reserved
 from ...core.requested import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
+from .raw_inputs import RawInputsRequest
 from .raw_tail import TAIL_FROM, TailedResponse
 
 _CONTENTS_FIELD = {
@@ -93,16 +94,19 @@ def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[
     return array.reshape(shape)
 
 
-def to_request(message: pb.ModelInferRequest, *, stream: bool = False) -> InferRequest:
+def to_request(message: pb.ModelInferRequest | RawInputsRequest, *, stream: bool = False) -> InferRequest:
     """A core request; an input in shared memory is left without data for the core to read."""
+    if type(message) is RawInputsRequest:
+        message, raw = message.message, message.raw
+    else:
+        # Repeated fields are sliced, not iterated: upb's iteration ends in a formatted
+        # IndexError, which costs more than the rest of a small request's conversion.
+        raw = message.raw_input_contents[:]
     model = message.model_name
     request = InferRequest(model, message.model_version, message.id)
     if message.parameters:
         request.parameters = _request_parameters(message.parameters)
         apply_reserved(request, allowed_triton_keys=STREAM_TRITON_KEYS)
-    # Repeated fields are sliced, not iterated: upb's iteration ends in a formatted IndexError,
-    # which costs more than the rest of a small request's conversion.
-    raw = message.raw_input_contents[:]
     inputs = message.inputs[:]
     if raw:
         for tensor in inputs:

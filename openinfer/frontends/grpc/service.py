@@ -28,7 +28,7 @@ from ...core.parameters import forward_headers, forward_pattern
 from ...core.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
-from . import convert
+from . import convert, raw_inputs
 from .raw_tail import TailedResponse, serializer, stream_reply
 
 log = logging.getLogger("openinfer.grpc")
@@ -66,6 +66,8 @@ def _tolerant(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
     parse = handler.request_deserializer
     if parse is None:
         return handler
+    if parse == pb.ModelInferRequest.FromString:  # (bound anew on every lookup: equal, not the same)
+        parse = raw_inputs.parse
 
     def deserialize(data: bytes) -> Any:
         try:
