@@ -172,8 +172,9 @@ def test_response_json_and_binary():
          Tensor("B", "FP32", (2,), np.array([0.5, 1.5], dtype=np.float32))],
         requested={"J": RequestedOutput("J", binary=False), "B": RequestedOutput("B", binary=True)},
     )
-    body, json_length = encode_response(response, False)
-    doc = json.loads(body[:json_length])
+    header, blobs, json_length = encode_response(response, False)
+    assert json_length == len(header)
+    doc = json.loads(header)
     assert doc == {
         "id": "rid", "model_name": "m", "model_version": "1",
         "outputs": [
@@ -181,16 +182,16 @@ def test_response_json_and_binary():
             {"name": "B", "datatype": "FP32", "shape": [2], "parameters": {"binary_data_size": 8}},
         ],
     }
-    assert np.frombuffer(body[json_length:], dtype=np.float32).tolist() == [0.5, 1.5]
+    assert np.frombuffer(b"".join(blobs), dtype=np.float32).tolist() == [0.5, 1.5]
     response.requested = None
-    body, json_length = encode_response(response, False)
-    assert json_length is None and json.loads(body)["outputs"][1]["data"] == [0.5, 1.5]
+    body, blobs, json_length = encode_response(response, False)
+    assert json_length is None and not blobs and json.loads(body)["outputs"][1]["data"] == [0.5, 1.5]
 
 
 def test_nonfinite_outputs_are_written_as_triton_writes_them():
     data = np.array([np.nan, np.inf, -np.inf, 0.5], dtype=np.float32)
     response = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (4,), data)])
-    body, _ = encode_response(response, False)
+    body, _, _ = encode_response(response, False)
     assert b'"data":[NaN,Infinity,-Infinity,0.5]' in body
     finite = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (1,), data[3:])])
     assert b'"data":[0.5]' in encode_response(finite, False)[0]
@@ -200,5 +201,5 @@ def test_nonfinite_values_in_a_large_output_are_written_too():
     data = np.zeros(20000, dtype=np.float32)
     data[-1] = np.nan
     response = InferResponse(model_name="m", model_version="1", outputs=[Tensor("Y", "FP32", (20000,), data)])
-    body, _ = encode_response(response, False)
+    body, _, _ = encode_response(response, False)
     assert body.endswith(b",0.0,NaN]}]}")

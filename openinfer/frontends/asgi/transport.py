@@ -16,13 +16,14 @@ outermost one (the KServe app is; the OpenAI app only uses its guard).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
+Buffer = bytes | bytearray | memoryview
 
 #: The one scope key: the request's transport adapter.
 SCOPE_KEY = "openinfer.transport"
@@ -102,8 +103,9 @@ class Transport:
         self._watcher: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ body
-    async def read_body(self, limit: int) -> bytes:
-        """The whole request body; `BodyTooLarge` past `limit` bytes (the rest is read and
+    async def read_body(self, limit: int) -> bytes | bytearray:
+        """The whole request body, the request's own buffer (a body in pieces is gathered in a
+        bytearray, not copied again); `BodyTooLarge` past `limit` bytes (the rest is read and
         dropped, so the connection stays usable), `BodyIncomplete` when the client leaves."""
         message = await self.receive()
         if message["type"] == "http.disconnect":
@@ -127,7 +129,7 @@ class Transport:
                 if message.get("more_body"):
                     await self.discard_body()
                 raise BodyTooLarge()
-        return bytes(chunks)
+        return chunks
 
     async def discard_body(self) -> None:
         """Read and drop what is left of the body (an answer that needs none of it)."""
@@ -139,11 +141,14 @@ class Transport:
                 return
 
     # ------------------------------------------------------------------ response
-    async def write_response(self, status: int, headers: Headers, body: bytes) -> None:
-        """A complete response with its content-length (`headers` must not carry one)."""
+    async def write_response(self, status: int, headers: Headers, body: bytes, tail: Sequence[Buffer] = ()) -> None:
+        """A complete response with its content-length (`headers` must not carry one); `tail`:
+        buffers whose bytes follow `body` (a binary tensor where it lies, not joined to it)."""
         send = self.send
         if send is None:
             raise RuntimeError("this transport was made without `send`")
+        if tail:
+            body = b"".join([body, *tail])
         await send({
             "type": "http.response.start",
             "status": status,

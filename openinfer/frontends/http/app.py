@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from ...core.errors import InvalidArgumentError, OpenInferError, status_of
 from ...core.parameters import forward_pattern
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
-from ..asgi.transport import BodyIncomplete, BodyTooLarge, Transport, transport_of
+from ..asgi.transport import BodyIncomplete, BodyTooLarge, Buffer, Transport, transport_of
 from .compression import UnsupportedEncodingError, decompress
 
 log = logging.getLogger("openinfer.http")
@@ -32,7 +32,7 @@ class HttpRequest:
     method: str
     path: str
     headers: dict[str, str]
-    body: bytes
+    body: bytes | bytearray  # a bytearray only on a raw-body route (infer), bytes elsewhere
     match: re.Match[str] | None = None
 
 
@@ -43,6 +43,8 @@ class HttpResponse:
     headers: list[tuple[bytes, bytes]] = field(default_factory=lambda: list(JSON))
     #: A streaming answer (server-sent events): writes itself through the request's transport.
     stream: Callable[[Transport], Awaitable[None]] | None = None
+    #: Buffers whose bytes follow `body` (binary tensors), written where they lie.
+    tail: Sequence[Buffer] = ()
 
 
 Handler = Callable[[HttpRequest], Awaitable[HttpResponse]]
@@ -168,7 +170,12 @@ class HttpApp:
             return
         await self._send(transport, response)
 
-    async def _read_body(self, transport: Transport, headers: dict[str, str], binary: bool = False) -> bytes:
+    async def _read_body(self, transport: Transport, headers: dict[str, str], binary: bool = False) -> bytes | bytearray:
+        """The body; on a raw-body route the transport's own buffer, which may be a bytearray."""
+        body = await self._read_whole_body(transport, headers, binary)
+        return body if binary or type(body) is bytes else bytes(body)
+
+    async def _read_whole_body(self, transport: Transport, headers: dict[str, str], binary: bool) -> bytes | bytearray:
         limit = self.options.max_input_size
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
@@ -184,7 +191,7 @@ class HttpApp:
 
     @staticmethod
     async def _send(transport: Transport, response: HttpResponse) -> None:
-        await transport.write_response(response.status, response.headers, response.body)
+        await transport.write_response(response.status, response.headers, response.body, response.tail)
 
     @staticmethod
     async def _lifespan(receive: Callable, send: Callable) -> None:

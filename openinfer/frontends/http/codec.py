@@ -321,8 +321,9 @@ def _wrote_nonfinite(header: bytes, floats: list[np.ndarray]) -> bool:
     return any(not np.isfinite(a).all() for a in floats)
 
 
-def encode_response(response: InferResponse, binary_default: bool) -> tuple[bytes, int | None]:
-    """The response body and, when binary outputs follow the JSON, the JSON header's length."""
+def encode_response(response: InferResponse, binary_default: bool) -> tuple[bytes, list[bytes | memoryview], int | None]:
+    """The response's JSON, the binary outputs that follow it (where they lie, not joined:
+    the transport writes them as they are) and, when there are any, the JSON's length."""
     requested = response.requested
     outputs = []
     blobs: list[bytes | memoryview] = []
@@ -359,5 +360,5 @@ def encode_response(response: InferResponse, binary_default: bool) -> tuple[byte
     if floats and _wrote_nonfinite(header, floats):
         header = _dumps_nonfinite(doc)
     if not any(len(b) for b in blobs):
-        return header, None
-    return b"".join([header, *blobs]), len(header)
+        return header, [], None
+    return header, blobs, len(header)

@@ -68,15 +68,15 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
     if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
         request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
     response = await app.server.infer(request, protocol=Protocol.HTTP)
-    payload, json_length = encode_response(response, binary_default)
+    payload, blobs, json_length = encode_response(response, binary_default)
     headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
     if json_length is not None:
         headers.append((b"inference-header-content-length", str(json_length).encode()))
     encoding = choose_encoding(req.headers.get("accept-encoding"))
     if encoding is not None:
-        payload = compress(payload, encoding)
+        payload, blobs = compress(b"".join([payload, *blobs]), encoding), []
         headers.append((b"content-encoding", encoding.encode()))
-    return HttpResponse(200, payload, headers)
+    return HttpResponse(200, payload, headers, tail=blobs)
 
 
 def raw_request(app: HttpApp, body: bytes, name: str, version: str) -> InferRequest:
