@@ -100,5 +100,4 @@ def parse(data: bytes) -> pb.ModelInferRequest | RawInputsRequest:
         return _parse(data)  # upb raises what is wrong, or reads what the walk could not
     if not raw:
         return _parse(data)
-    rest = data[others[0][0] : others[0][1]] if len(others) == 1 else b"".join(data[a:b] for a, b in others)
-    return RawInputsRequest(_parse(rest), raw)
+    return RawInputsRequest(_parse(b"".join([data[start:end] for start, end in others])), raw)

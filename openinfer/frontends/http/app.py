@@ -172,10 +172,6 @@ class HttpApp:
 
     async def _read_body(self, transport: Transport, headers: dict[str, str], binary: bool = False) -> bytes | bytearray:
         """The body; on a raw-body route the transport's own buffer, which may be a bytearray."""
-        body = await self._read_whole_body(transport, headers, binary)
-        return body if binary or type(body) is bytes else bytes(body)
-
-    async def _read_whole_body(self, transport: Transport, headers: dict[str, str], binary: bool) -> bytes | bytearray:
         limit = self.options.max_input_size
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit and not headers.get("content-encoding"):
@@ -183,11 +179,12 @@ class HttpApp:
             raise _too_large(declared, limit, headers.get("inference-header-content-length") if binary else None)
         # A body without a content-length (chunked) is held to the same limit as it arrives.
         try:
-            return await transport.read_body(limit)
+            body = await transport.read_body(limit)
         except BodyTooLarge:
             raise _over_limit(limit) from None
         except BodyIncomplete:
             raise InvalidArgumentError("client disconnected before the request body was complete") from None
+        return body if binary or type(body) is bytes else bytes(body)
 
     @staticmethod
     async def _send(transport: Transport, response: HttpResponse) -> None:
