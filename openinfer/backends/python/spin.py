@@ -32,6 +32,15 @@ server without it (best of 4 rounds each, identity [1,16] FP32 in a worker): HTT
 1 from 1,933 to 2,202 infer/s, gRPC at concurrency 1 from 1,172 to 1,261, gRPC at concurrency 16
 from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrency 16 from 8,107 to
 8,572. The model's `worker_poll_us` limits both sides.
+
+Polling only while a CPU is spare was tried and not kept: both sides looked at the kernel's
+count of runnable tasks (/proc/loadavg) before and every 16 turns while polling, and slept
+once the others left no CPU idle. Interleaved with the budget alone (best of 3 rounds, identity
+[1,16] FP32, servers on one core and the client on the other), it gave the same throughput and
+CPU per request at concurrency 16 over both protocols, and lost at concurrency 1: HTTP 1,534
+against 1,812 infer/s, gRPC 1,049 against 1,119. At concurrency 1 the tasks it counts are the
+very ones the poller waits for (the client, the server's loop): their being busy does not say
+that polling takes a CPU anyone needs.
 """
 
 from __future__ import annotations
