@@ -15,11 +15,11 @@ it and let the woken consumers run once: the two take turns instead of interleav
 A turn costs two thread wake-ups, and on a virtual machine a thread that slept for a while wakes
 slowly: its CPU halted and must resume (on the development machine the loop runs a callback 85 µs,
 median, after a `call_soon_threadsafe` that follows a millisecond of sleep; two threads that wake
-each other back to back take 28 µs a wake-up). Measured per token on the 2-vCPU development machine (tiny Llama,
-concurrency 1, streamed through the OpenAI serving code in process): the step 0.9-1.3 ms; the
-turn 165-200 µs, of which 60-85 µs pass before the loop runs `_drain`, 50-65 µs go to delivering
-and to the consumers' own work (the OpenAI chunk adds 10-15 µs to a bare stream's), and 45-55 µs
-pass before the engine runs again. The two wake-ups, most of the turn, are a cost that
+each other back to back take 28 µs a wake-up). Measured per token on the 2-vCPU development machine
+(tiny Llama, concurrency 1, streamed through the OpenAI serving code in process): the step 0.9-1.3
+ms; the turn 165-200 µs, of which 60-85 µs pass before the loop runs `_drain`, 50-65 µs go to
+delivering and to the consumers' own work (the OpenAI chunk adds 10-15 µs to a bare stream's), and
+45-55 µs pass before the engine runs again. The two wake-ups, most of the turn, are a cost that
 `model.generate` never pays: it does not leave its thread.
 """
 
