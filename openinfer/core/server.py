@@ -22,6 +22,7 @@ from .cache import ResponseCache, cached_response, remember
 from .custom_metrics import CustomMetrics
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
 from .inflight import InFlight
+from .load import LOAD
 from .loading import check_repository_name, load_overrides, unload_dependents
 from .logsettings import LogSettings
 from .model import LoadedModel
@@ -199,9 +200,10 @@ class InferenceServer:
             raise
         return model
 
-    def _enter(self, model: LoadedModel) -> None:
+    def _enter(self, model: LoadedModel, protocol: Protocol | None) -> None:
         self.inflight.count += 1
         model.inflight.count += 1
+        LOAD.entered(self.inflight.count, protocol)
 
     async def infer(self, request: InferRequest, *, protocol: Protocol | None = None) -> InferResponse:
         """One request, one response. `protocol`: the frontend it came through (None in process),
@@ -210,7 +212,7 @@ class InferenceServer:
         model = self._admit(request, protocol)
         cache = self.cache if self.cache is not None and model.config.response_cache.enable else None
         trace = self.trace.sample(request, model) if self.trace.enabled else None
-        self._enter(model)
+        self._enter(model, protocol)
         ok = False
         try:
             response, key = cached_response(cache, model, request) if cache is not None else (None, b"")
@@ -238,12 +240,15 @@ class InferenceServer:
         finally:
             self._conclude(model, request, trace, ok)
 
-    async def infer_stream(self, request: InferRequest) -> AsyncIterator[InferResponse]:
-        """Any number of responses (decoupled models); one for ordinary models."""
+    async def infer_stream(
+        self, request: InferRequest, *, protocol: Protocol | None = None
+    ) -> AsyncIterator[InferResponse]:
+        """Any number of responses (decoupled models); one for ordinary models. `protocol`:
+        the frontend it came through (None in process)."""
         request.arrival_ns = time.perf_counter_ns()
         model = self._admit(request, stream=True)
         trace = self.trace.sample(request, model) if self.trace.enabled else None
-        self._enter(model)
+        self._enter(model, protocol)
         ok = False
         first_ns = 0
         try:

@@ -176,3 +176,49 @@ async def test_a_limit_of_zero_never_turns_the_loop():
     poller.mean_gap_ns = 0
     poller.sent()
     assert not poller.turning
+
+
+class _RecordedPoll:
+    """A `select.poll` stand-in that records how it was asked: with a zero timeout (polling)
+    or with none (sleeping); it reports input at once either way."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def poll(self, *timeout: int) -> list[tuple[int, int]]:
+        self.calls.append(timeout)
+        return [(0, select.POLLIN)]
+
+
+@pytest.mark.parametrize(("told", "first_call"), [(False, (0,)), (True, ())], ids=["polls", "sleeps"])
+def test_a_worker_told_to_sleep_sleeps_whatever_its_budget(told, first_call):
+    spinner = spin.Spinner(limit_ns=10_000_000, told_to_sleep=lambda: told)
+    spinner.mean_gap_ns = 100_000  # a budget of 0.2 ms
+    readable = _RecordedPoll()
+    spinner.wait(readable)
+    assert readable.calls == [first_call]
+
+
+def test_the_hint_crosses_in_the_rings_header():
+    sender = ipc.Arena.create(ipc.shm_prefix())
+    receiver = ipc.Arena(sender.name)
+    try:
+        assert not receiver.told_to_sleep()  # a new ring: poll as the budget says
+        sender.tell_to_sleep(True)
+        assert receiver.told_to_sleep()
+        sender.tell_to_sleep(False)
+        assert not receiver.told_to_sleep()
+        assert sender.put(memoryview(b"x" * 100_000)) is not None  # the ring's data is not disturbed
+    finally:
+        receiver.close()
+        sender.close(unlink=True)
+
+
+async def test_a_loop_not_to_poll_sleeps_whatever_its_budget():
+    poller = spin.LoopPoller(limit_ns=10_000_000)
+    poller.mean_gap_ns = 4_000_000
+    poller.sent(poll=False)
+    assert not poller.turning
+    assert poller.outstanding == 1  # the answer is still awaited and counted
+    poller.sent()
+    assert poller.turning

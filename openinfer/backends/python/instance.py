@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
+from ...core.load import LOAD
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest
@@ -207,7 +208,7 @@ class PythonInstance(ModelInstance):
         future: asyncio.Future[Executed] = asyncio.get_running_loop().create_future()
         self._batches[batch_id] = _Batch(future, requests, senders)
         try:
-            worker.send_batch(Execute(batch_id, wires))
+            worker.send_batch(Execute(batch_id, wires), *LOAD.who_polls())
         except Exception:  # never sent (the worker is gone, /dev/shm is full): nothing stays held
             self._batches.pop(batch_id, None)
             for key in keys:

@@ -71,6 +71,7 @@ _READ_MAX = 64 * 1024 * 1024
 _NAME = struct.Struct("<HQ")  # name length, byte size
 _counter = itertools.count()
 _CONSUMED = struct.Struct("<Q")  # the arena header: bytes the receiver has copied out
+_SLEEP_HINT = _CONSUMED.size  # then one byte the sender sets: 1 when the receiver should sleep
 _ARENA_HEADER = 64
 _ALIGN = 64
 ARENA_SIZE = 64 * 1024 * 1024  # sparse: only the pages a tensor touches are ever allocated
@@ -129,6 +130,16 @@ class Arena:
         self.view[base : base + size] = raw
         self.head = end
         return f"@{position}:{end}"
+
+    def tell_to_sleep(self, sleep: bool) -> None:
+        """Sender: whether the receiver should sleep, not poll, while it waits for the next
+        message (`core.load`); a byte in the header, read without a message of its own."""
+        if not self.closed:
+            self.region[_SLEEP_HINT] = 1 if sleep else 0
+
+    def told_to_sleep(self) -> bool:
+        """Receiver: what the sender last said by `tell_to_sleep`."""
+        return bool(self.region[_SLEEP_HINT])
 
     def free(self) -> int:
         """Bytes the sender could still put in the ring (its capacity less what is unread)."""

@@ -33,6 +33,11 @@ server without it (best of 4 rounds each, identity [1,16] FP32 in a worker): HTT
 from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrency 16 from 8,107 to
 8,572. The model's `worker_poll_us` limits both sides.
 
+Under concurrent load one side polls, not both: which one is the load's to say (`core.load`),
+with each batch the server sends. The loop's `sent` is told whether to poll; the worker reads
+the server's word from a byte of the inbound ring's header (`ipc.Arena.tell_to_sleep`) when it
+starts to wait, and sleeps at once when told to.
+
 Polling only while a CPU is spare was tried and not kept: both sides looked at the kernel's
 count of runnable tasks (/proc/loadavg) before and every 16 turns while polling, and slept
 once the others left no CPU idle. Interleaved with the budget alone (best of 3 rounds, identity
@@ -49,7 +54,7 @@ import asyncio
 import os
 import select
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 #: The longest a worker polls before sleeping, unless the model says otherwise.
 LIMIT_NS = 1_000_000
@@ -100,13 +105,19 @@ class PollBudget:
 
 class Spinner(PollBudget):
     """The worker's side: waits for a file descriptor to be readable, polling while the recent
-    gaps between requests say one is due shortly, sleeping otherwise."""
+    gaps between requests say one is due shortly, sleeping otherwise, or when `told_to_sleep`
+    (the server's word, `core.load`) says so."""
+
+    def __init__(self, limit_ns: int = LIMIT_NS, told_to_sleep: Callable[[], bool] | None = None) -> None:
+        super().__init__(limit_ns)
+        self.told_to_sleep = told_to_sleep
 
     def wait(self, readable: select.poll) -> None:
         """Return once `readable` reports an event (input, end of stream or an error)."""
         clock = time.perf_counter_ns
         start = clock()
-        budget = self.budget_ns
+        told = self.told_to_sleep
+        budget = 0 if told is not None and told() else self.budget_ns
         if budget:
             deadline = start + budget
             while not readable.poll(0):
@@ -129,13 +140,14 @@ class LoopPoller(PollBudget):
         self._deadline = 0
         self.turning = False
 
-    def sent(self) -> None:
-        """A batch went to the worker: turn the loop until its answer is due, within budget."""
+    def sent(self, poll: bool = True) -> None:
+        """A batch went to the worker: turn the loop until its answer is due, within budget
+        (unless not to `poll`: `core.load`)."""
         now = time.perf_counter_ns()
         if not self.outstanding:
             self._since = now
         self.outstanding += 1
-        budget = self.budget_ns
+        budget = self.budget_ns if poll else 0
         if budget:
             self._deadline = now + budget
             if not self.turning:

@@ -74,7 +74,10 @@ class Worker:
         self._started = 0  # tasks begun, which the watcher compares between looks
         self._parked = False
         self._park_lock = threading.Lock()
-        self._spinner = spin.Spinner(spin.limit_from_env(os.environ))  # how the main thread waits
+        inbound = channel.inbound  # where the server says whether to poll (`core.load`)
+        self._spinner = spin.Spinner(  # how the main thread waits
+            spin.limit_from_env(os.environ), inbound.told_to_sleep if inbound is not None else None
+        )
 
     # --------------------------------------------------------------- reading
     def route(self, message: Any) -> None:

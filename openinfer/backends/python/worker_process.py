@@ -4,7 +4,8 @@ The process runs `python -m openinfer.backends.python.worker`; messages cross as
 socketpair, large tensors through two shared rings (`ipc`). One `asyncio.Protocol` per worker
 decodes everything a read brought and hands each answer to the owner (an instance, or the
 loader that runs `auto_complete_config`) through `dispatch`, in the same callback. While a
-batch is out, the loop polls for its answer rather than sleeping (`spin.LoopPoller`).
+batch is out, the loop polls for its answer rather than sleeping (`spin.LoopPoller`), unless
+the load says that the worker is the side to poll (`core.load`).
 """
 
 from __future__ import annotations
@@ -116,13 +117,17 @@ class WorkerProcess:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(ipc.encode(message, self.to_worker))
 
-    def send_batch(self, message: Any) -> None:
+    def send_batch(self, message: Any, loop_polls: bool = True, worker_polls: bool = True) -> None:
         """Send an `Execute`, its inputs' ring space pinned until `batch_answered`: the answer
-        may name them as its outputs (a model that returns an input) instead of copying them."""
+        may name them as its outputs (a model that returns an input) instead of copying them.
+        Whether the loop may poll for the answer, and the worker for its next batch, is the
+        load's (`core.load`)."""
         arena = self.to_worker
         start = arena.head if arena is not None else 0
+        if arena is not None:
+            arena.tell_to_sleep(not worker_polls)
         self.send(message)
-        self.poller.sent()
+        self.poller.sent(loop_polls)
         if arena is not None and arena.head != start:
             arena.pin(message.batch_id, start)
 

@@ -225,7 +225,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                     forward_headers(self.header_forward, metadata, core_request)
                 empty_final = bool(core_request.parameters.pop("triton_enable_empty_final_response", False))
                 sent_final = False
-                async for response in self.server.infer_stream(core_request):
+                async for response in self.server.infer_stream(core_request, protocol=Protocol.GRPC):
                     sent_final = sent_final or response.final
                     if response.error is not None:  # a decoupled model's error response
                         error = _as_open_infer_error(response.error)
