@@ -22,6 +22,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "model_repository" 
 
 @pytest.fixture
 async def server(tmp_path, monkeypatch):
+    # A window longer than any run of the test, so what it checks never depends on the machine's speed.
+    monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 600 * 10**9)
     monkeypatch.setattr(load, "LOAD", load.Load())  # this test's load, not the process's so far
     monkeypatch.setattr("openinfer.core.server.LOAD", load.LOAD)
     monkeypatch.setattr("openinfer.backends.python.instance.LOAD", load.LOAD)
