@@ -249,6 +249,27 @@ def test_inputs_answered_as_outputs_come_back_as_the_model_left_them(server):
             future.result()
 
 
+def test_answers_sent_from_where_they_lie_keep_their_bytes_until_the_client_has_them(server):
+    """HTTP writes binary outputs from the ring itself, so a slow reader keeps ring space held
+    while the ring fills, empties and starts over beneath it: echoed inputs and copied outputs,
+    many in flight, each answer exactly its own request's."""
+    sizes = [2_500_000, 300_000, 16_384]
+
+    def one(i: int) -> None:
+        values = np.random.default_rng(i).random((1, sizes[i % 3]), dtype=np.float32) + i
+        model = "doubler" if i % 4 else "echo"
+        result = httpclient.InferenceServerClient(server.http_url, network_timeout=300).infer(
+            model, [_rows(values, httpclient)])
+        twice = values * 2 if model == "doubler" else values
+        np.testing.assert_array_equal(result.as_numpy("OUT"), twice)
+        np.testing.assert_array_equal(
+            result.as_numpy("NEG"), twice[:, values.shape[1] // 2:] if model == "doubler" else -values)
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        for future in [pool.submit(one, i) for i in range(240)]:
+            future.result()
+
+
 def test_strings_cross_as_well(server):
     client = httpclient.InferenceServerClient(server.http_url)
     tensor = httpclient.InferInput("IN", [3], "BYTES")

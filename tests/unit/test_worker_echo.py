@@ -128,3 +128,57 @@ def test_answers_held_until_the_next_request_never_push_inputs_out_of_the_ring(r
         held = round_trip(rings, batch, values)  # the previous answer goes as this one is kept
         assert to_worker.head > head, f"batch {batch}'s input missed the ring"
         np.testing.assert_array_equal(held, values)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_held_and_pinned_buffers_keep_their_bytes_whatever_the_order(monkeypatch, seed):
+    """Batches of several inputs, released by the receiver in any order, answered with echoes
+    of some of them that the sender drops in any order, in a small ring that fills, empties
+    and starts over: every buffer still held or echoed reads what was written into it."""
+    monkeypatch.setattr(ipc, "ARENA_SIZE", 1 << 20)
+    sender = ipc.Arena.create(ipc.shm_prefix())
+    receiver = ipc.Arena(sender.name)
+    sender.unlink()
+    rng = np.random.default_rng(seed)
+    sizes = [64, 4096, 30_000, ipc.ARENA_SIZE // 8, ipc.ARENA_SIZE // 4 - 64, ipc.ARENA_SIZE // 5]
+    held: list[tuple[memoryview, list, int]] = []  # the receiver's, with the byte written
+    echoed: list[tuple[memoryview, object, int]] = []  # the sender's
+    unanswered: dict[int, list[tuple[str, int, int]]] = {}
+    lapped = 0
+    for batch in range(1, 20_000):
+        choice = rng.random()
+        if choice < 0.35:
+            head, items = sender.head, []
+            for index in range(int(rng.integers(1, 4))):
+                size, fill = int(rng.choice(sizes)), (batch * 3 + index) % 251 + 1
+                descriptor = sender.put(memoryview(bytes([fill]) * size))
+                if descriptor is not None:
+                    items.append((descriptor, size, fill))
+                    held.append((*receiver.take_view(descriptor, size), fill))
+            if sender.head != head:
+                sender.pin(batch, head)
+            lapped = max(lapped, sender.head // ipc.ARENA_SIZE)
+            unanswered[batch] = items
+        elif choice < 0.6 and held:
+            view, span, fill = held.pop(int(rng.integers(len(held))))
+            intact = bytes(view).count(fill) == len(view)
+            assert intact, f"batch {batch}: a buffer the receiver held was written over"
+            view.release()
+            receiver.release(span)
+        elif choice < 0.8 and unanswered:
+            answered = list(unanswered)[int(rng.integers(len(unanswered)))]
+            for descriptor, size, fill in unanswered.pop(answered):
+                if rng.random() < 0.5:
+                    position = int(descriptor[1:].split(":")[0])
+                    echoed.append((*sender.echo_view(answered, position, size), fill))
+            sender.unpin(answered)
+        elif echoed:
+            view, key, fill = echoed.pop(int(rng.integers(len(echoed))))
+            intact = bytes(view).count(fill) == len(view)
+            assert intact, f"batch {batch}: an echoed buffer was written over"
+            sender.unpin(key)
+    assert lapped > 20  # the ring went round, and started over, many times
+    for view, *_ in held + echoed:
+        view.release()
+    receiver.close()
+    sender.close()

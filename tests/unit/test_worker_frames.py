@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 
 import numpy as np
@@ -192,3 +193,46 @@ def test_an_empty_ring_starts_over_at_its_beginning(arena):
     held, other = position_of_next()
     assert held == chunk.nbytes  # the first is still held: this one goes after it
     np.testing.assert_array_equal(array, chunk)
+
+
+def test_an_empty_ring_starts_over_for_a_buffer_larger_than_where_it_stood(arena):
+    """Starting over frees the whole ring, whatever the next buffer's size. Measured from
+    where the ring had stood, a buffer larger than that position did not fit: it went through
+    a file, and the ring took itself for started over without being so, after which buffers
+    were written over ones still held."""
+    reader = ipc.FrameReader(arena)
+    small = np.full(ipc.SHM_THRESHOLD, 1, np.uint8)
+    (message,) = reader.feed(ipc.encode(Respond(1, WireResponse([("T", "UINT8", small)], {}), False), arena))
+    del message
+    gc.collect()  # released: the ring is empty, standing at the small buffer's end
+    large = np.full(8 * ipc.SHM_THRESHOLD, 2, np.uint8)
+    head = arena.head
+    (held,) = reader.feed(ipc.encode(Respond(2, WireResponse([("T", "UINT8", large)], {}), False), arena))
+    assert arena.head > head, "the larger buffer missed the ring"
+    assert (arena.head - large.nbytes) % ipc.ARENA_SIZE == 0  # at the ring's start again
+    for value in range(3, 40):  # what follows goes after it, never over it
+        chunk = np.full(ipc.SHM_THRESHOLD * (1 + value % 5), value, np.uint8)
+        (message,) = reader.feed(ipc.encode(Respond(value, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
+        del message
+        np.testing.assert_array_equal(held.response.outputs[0][2], large)
+
+
+def test_a_message_packed_then_pickled_leaves_the_ring_as_one_put_would(arena):
+    """A message that packing refuses after its tensor went into the ring is pickled instead,
+    its tensor put again: the ring must forget the first put whole, start over included, or
+    later buffers are written over the held one."""
+    reader = ipc.FrameReader(arena)
+    (message,) = reader.feed(ipc.encode(Respond(1, WireResponse([("T", "UINT8", np.ones(ipc.SHM_THRESHOLD, np.uint8))], {}), False), arena))
+    del message
+    gc.collect()  # the ring is empty, not at its start: the next put starts it over
+    big = np.full(4 * ipc.SHM_THRESHOLD, 9, np.uint8)
+    refused = Execute(1, [_request(1, ("BIG", "UINT8", big)), _request(2, ("S", "BYTES", np.array(["x"], np.object_)))])
+    frame = ipc.encode(refused, arena)
+    assert frame[4] == ipc.PICKLED
+    reader.feed(frame)  # a pickled message's tensors are copied out, their space released
+    (held,) = reader.feed(ipc.encode(Respond(2, WireResponse([("T", "UINT8", big)], {}), False), arena))
+    chunk = np.full(4 << 20, 3, np.uint8)
+    for _ in range(2 * ipc.ARENA_SIZE // chunk.nbytes):  # round the ring twice while it is held
+        (message,) = reader.feed(ipc.encode(Respond(3, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
+        del message
+        np.testing.assert_array_equal(held.response.outputs[0][2], big)

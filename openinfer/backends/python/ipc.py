@@ -116,10 +116,11 @@ class Arena:
         consumed = self._floor()
         start = self.head
         position = start % ARENA_SIZE
-        if consumed == start and position:  # nothing is held: start over where the ring is warm
+        rewound = consumed == start and position
+        if rewound:  # nothing is held: start over where the ring is warm
             start += ARENA_SIZE - position
             position = 0
-            self._rewound = start  # all before it is free, whatever `consumed` says until a release
+            consumed = start  # all before it is free, whatever the header says until a release
         if position + size > ARENA_SIZE:  # never split a buffer across the end: wrap
             start += ARENA_SIZE - position
             position = 0
@@ -128,8 +129,18 @@ class Arena:
             return None  # the receiver has not caught up
         base = _ARENA_HEADER + position
         self.view[base : base + size] = raw
+        if rewound:
+            self._rewound = start
         self.head = end
         return f"@{position}:{end}"
+
+    def mark(self) -> tuple[int, int]:
+        """Sender: where the ring stands, for `give_back` to return to."""
+        return self.head, self._rewound
+
+    def give_back(self, mark: tuple[int, int]) -> None:
+        """Sender: forget every `put` since `mark` (a message that was not sent after all)."""
+        self.head, self._rewound = mark
 
     def tell_to_sleep(self, sleep: bool) -> None:
         """Sender: whether the receiver should sleep, not poll, while it waits for the next
@@ -150,8 +161,8 @@ class Arena:
         (consumed,) = _CONSUMED.unpack_from(self.region, 0)
         consumed = max(consumed, self._rewound)
         if self._pins:
-            with self._lock:
-                return min(consumed, *self._pins.values())
+            with self._lock:  # another thread may have dropped the last pin meanwhile
+                return min(consumed, *self._pins.values()) if self._pins else consumed
         return consumed
 
     def pin(self, key: object, head: int) -> None:
@@ -254,7 +265,7 @@ def echo_finder(batch: int, arrays: list[np.ndarray], ring: Arena) -> Callable[[
 
 def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray], str | None] | None = None) -> bytes:
     """One message as a frame: the hot ones packed (`packed`), the others pickled."""
-    head = arena.head if arena is not None else 0
+    mark = arena.mark() if arena is not None else None
     files: list[str] = []
 
     def put_large(raw: memoryview) -> str:
@@ -265,8 +276,8 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
         return descriptor
 
     def give_back() -> None:
-        if arena is not None:
-            arena.head = head
+        if arena is not None and mark is not None:
+            arena.give_back(mark)
         for name in files:
             shm_files.unlink(name)
         files.clear()
