@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from openinfer.backends.python import ipc
+from openinfer.backends.python import ring as shared_ring
 from openinfer.backends.python.wire import Execute, Executed, WireRequest, WireResponse
 
 N = ipc.SHM_THRESHOLD // 4  # FP32 elements: the smallest tensor that goes through the ring
@@ -18,14 +19,14 @@ N = ipc.SHM_THRESHOLD // 4  # FP32 elements: the smallest tensor that goes throu
 @pytest.fixture
 def rings():
     """(server's to-worker ring, the worker's view of it, worker's from-worker ring, the server's view)."""
-    to_worker, from_worker = ipc.Arena.create(ipc.shm_prefix()), ipc.Arena.create(ipc.shm_prefix())
-    inbound, outbound = ipc.Arena(to_worker.name), ipc.Arena(from_worker.name)
+    to_worker, from_worker = shared_ring.Arena.create(ipc.shm_prefix()), shared_ring.Arena.create(ipc.shm_prefix())
+    inbound, outbound = shared_ring.Arena(to_worker.name), shared_ring.Arena(from_worker.name)
     yield to_worker, inbound, outbound, from_worker
     for ring in (inbound, outbound, to_worker, from_worker):
         ring.close(unlink=ring in (to_worker, from_worker))
 
 
-def send_batch(ring: ipc.Arena, batch: int, values: np.ndarray) -> bytes:
+def send_batch(ring: shared_ring.Arena, batch: int, values: np.ndarray) -> bytes:
     """The server's side of `WorkerProcess.send_batch`: encode, then pin what the batch wrote."""
     start = ring.head
     request = WireRequest(1, "m", "", "", [("IN", "FP32", values)], ["OUT"], {}, 0, 0, 0)
@@ -43,7 +44,7 @@ def test_an_input_returned_as_output_is_not_copied_and_reads_what_the_model_wrot
     (message,) = ipc.FrameReader(inbound).feed(frame)
     x = message.requests[0].inputs[0][2]
     x *= 2
-    echo = ipc.echo_finder(7, [x], inbound)
+    echo = shared_ring.echo_finder(7, [x], inbound)
     head = outbound.head
     answer = ipc.encode(Executed(7, [WireResponse([("OUT", "FP32", x), ("HALF", "FP32", x[:, N:]),
                                                     ("COPY", "FP32", x.copy())], {})], None, []), outbound, echo)
@@ -60,9 +61,9 @@ def test_an_input_returned_as_output_is_not_copied_and_reads_what_the_model_wrot
     np.testing.assert_array_equal(outputs["COPY"], original * 2)
 
     # However much the server sends meanwhile, it never writes over an echo still held.
-    held = ipc.ARENA_SIZE - to_worker.free()
+    held = shared_ring.ARENA_SIZE - to_worker.free()
     assert held > 0
-    for _ in range(3 * ipc.ARENA_SIZE // (4 * N)):
+    for _ in range(3 * shared_ring.ARENA_SIZE // (4 * N)):
         frame = ipc.encode(Execute(8, [WireRequest(2, "m", "", "", [("IN", "FP32", np.full((1, N), -1, np.float32))],
                                                    [], {}, 0, 0, 0)]), to_worker)
         for _, _, array in ipc.FrameReader(inbound).feed(frame)[0].requests[0].inputs:
@@ -72,7 +73,7 @@ def test_an_input_returned_as_output_is_not_copied_and_reads_what_the_model_wrot
     outputs.clear()
     executed = None
     gc.collect()
-    assert to_worker.free() == ipc.ARENA_SIZE
+    assert to_worker.free() == shared_ring.ARENA_SIZE
 
 
 def test_only_the_batchs_own_inputs_are_echoed(rings):
@@ -80,10 +81,10 @@ def test_only_the_batchs_own_inputs_are_echoed(rings):
     frame = send_batch(to_worker, 1, np.ones((1, N), np.float32))
     (message,) = ipc.FrameReader(inbound).feed(frame)
     x = message.requests[0].inputs[0][2]
-    assert ipc.echo_finder(1, [x], inbound)(x) == f"^1:{x.__array_interface__['data'][0] - inbound.address}"
-    assert ipc.echo_finder(2, [], inbound)(x) is None  # another batch's answer copies it
-    assert ipc.echo_finder(1, [x], inbound)(np.ones((1, N), np.float32)) is None  # not in the ring
-    assert ipc.echo_finder(1, [x], inbound)(x.reshape(2, -1).T) is None  # not contiguous: copied
+    assert shared_ring.echo_finder(1, [x], inbound)(x) == f"^1:{x.__array_interface__['data'][0] - inbound.address}"
+    assert shared_ring.echo_finder(2, [], inbound)(x) is None  # another batch's answer copies it
+    assert shared_ring.echo_finder(1, [x], inbound)(np.ones((1, N), np.float32)) is None  # not in the ring
+    assert shared_ring.echo_finder(1, [x], inbound)(x.reshape(2, -1).T) is None  # not contiguous: copied
 
 
 def test_an_echo_of_a_batch_no_longer_pinned_is_refused(rings):
@@ -92,7 +93,7 @@ def test_an_echo_of_a_batch_no_longer_pinned_is_refused(rings):
     (message,) = ipc.FrameReader(inbound).feed(frame)
     x = message.requests[0].inputs[0][2]
     answer = ipc.encode(Executed(3, [WireResponse([("OUT", "FP32", x)], {})], None, []), outbound,
-                        ipc.echo_finder(3, [x], inbound))
+                        shared_ring.echo_finder(3, [x], inbound))
     to_worker.unpin(3)
     with pytest.raises(EOFError, match="no longer held"):
         ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
@@ -105,7 +106,7 @@ def round_trip(rings, batch: int, values: np.ndarray) -> np.ndarray:
     (message,) = ipc.FrameReader(inbound).feed(send_batch(to_worker, batch, values))
     x = message.requests[0].inputs[0][2]
     answer = ipc.encode(Executed(batch, [WireResponse([("OUT", "FP32", x)], {})], None, []), outbound,
-                        ipc.echo_finder(batch, [x], inbound))
+                        shared_ring.echo_finder(batch, [x], inbound))
     del message, x
     (executed,) = ipc.FrameReader(from_worker, sent=to_worker).feed(answer)
     to_worker.unpin(batch)
@@ -120,7 +121,7 @@ def test_answers_held_until_the_next_request_never_push_inputs_out_of_the_ring(r
     to_worker = rings[0]
     values = np.arange(4 * N, dtype=np.float32).reshape(1, -1)
     held = None
-    for batch in range(ipc.ARENA_SIZE // values.nbytes + 8):  # more than a lap
+    for batch in range(shared_ring.ARENA_SIZE // values.nbytes + 8):  # more than a lap
         if batch % 2:
             held = None  # nothing is held: this input starts the ring over
             gc.collect()
@@ -135,12 +136,12 @@ def test_held_and_pinned_buffers_keep_their_bytes_whatever_the_order(monkeypatch
     """Batches of several inputs, released by the receiver in any order, answered with echoes
     of some of them that the sender drops in any order, in a small ring that fills, empties
     and starts over: every buffer still held or echoed reads what was written into it."""
-    monkeypatch.setattr(ipc, "ARENA_SIZE", 1 << 20)
-    sender = ipc.Arena.create(ipc.shm_prefix())
-    receiver = ipc.Arena(sender.name)
+    monkeypatch.setattr(shared_ring, "ARENA_SIZE", 1 << 20)
+    sender = shared_ring.Arena.create(ipc.shm_prefix())
+    receiver = shared_ring.Arena(sender.name)
     sender.unlink()
     rng = np.random.default_rng(seed)
-    sizes = [64, 4096, 30_000, ipc.ARENA_SIZE // 8, ipc.ARENA_SIZE // 4 - 64, ipc.ARENA_SIZE // 5]
+    sizes = [64, 4096, 30_000, shared_ring.ARENA_SIZE // 8, shared_ring.ARENA_SIZE // 4 - 64, shared_ring.ARENA_SIZE // 5]
     held: list[tuple[memoryview, list, int]] = []  # the receiver's, with the byte written
     echoed: list[tuple[memoryview, object, int]] = []  # the sender's
     unanswered: dict[int, list[tuple[str, int, int]]] = {}
@@ -157,7 +158,7 @@ def test_held_and_pinned_buffers_keep_their_bytes_whatever_the_order(monkeypatch
                     held.append((*receiver.take_view(descriptor, size), fill))
             if sender.head != head:
                 sender.pin(batch, head)
-            lapped = max(lapped, sender.head // ipc.ARENA_SIZE)
+            lapped = max(lapped, sender.head // shared_ring.ARENA_SIZE)
             unanswered[batch] = items
         elif choice < 0.6 and held:
             view, span, fill = held.pop(int(rng.integers(len(held))))

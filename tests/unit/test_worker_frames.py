@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from openinfer.backends.python import ipc, packed
+from openinfer.backends.python import ring as shared_ring
 from openinfer.backends.python.wire import (
     Cancel,
     Done,
@@ -41,7 +42,7 @@ def _same(a: object, b: object) -> None:
 
 @pytest.fixture
 def arena():
-    ring = ipc.Arena.create(ipc.shm_prefix())
+    ring = shared_ring.Arena.create(ipc.shm_prefix())
     yield ring
     ring.close(unlink=True)
 
@@ -98,7 +99,7 @@ def test_what_only_pickle_carries_is_pickled():
 
 def test_large_tensors_cross_through_the_ring_and_files(arena):
     big = np.random.default_rng(0).random(ipc.SHM_THRESHOLD // 4 * 3, dtype=np.float32)
-    huge = np.arange(ipc.ARENA_SIZE // 4 // 8 + 1000, dtype=np.float64)  # over the ring's limit
+    huge = np.arange(shared_ring.ARENA_SIZE // 4 // 8 + 1000, dtype=np.float64)  # over the ring's limit
     message = Respond(1, WireResponse([("BIG", "FP32", big), ("HUGE", "FP64", huge)], {}), False)
     frame = ipc.encode(message, arena)
     assert len(frame) < 1024  # the bytes went around the socket
@@ -141,7 +142,7 @@ def test_large_tensors_are_read_in_place_and_their_space_returns_when_dropped(ar
               for i in range(3)]
     reader = ipc.FrameReader(arena)
     arrays = [reader.feed(f)[0].response.outputs[0][2] for f in frames]
-    everything = ipc.ARENA_SIZE
+    everything = shared_ring.ARENA_SIZE
     assert arena.free() == everything - 3 * chunk
     view = arrays[0][10:]  # a view of a view keeps the ring space too
     del arrays[1]  # the middle one first: nothing can be reused yet
@@ -163,7 +164,7 @@ def test_no_buffer_is_overwritten_while_held_whatever_the_sizes_and_release_orde
     reader = ipc.FrameReader(arena)
     held: list[tuple[int, np.ndarray]] = []
     for i in range(400):
-        size = int(rng.choice([ipc.SHM_THRESHOLD, 700_000, 3_000_000, ipc.ARENA_SIZE // 5]))
+        size = int(rng.choice([ipc.SHM_THRESHOLD, 700_000, 3_000_000, shared_ring.ARENA_SIZE // 5]))
         frame = ipc.encode(Respond(i, WireResponse([("T", "UINT8", np.full(size, i % 251, np.uint8))], {}), False), arena)
         held.append((i, reader.feed(frame)[0].response.outputs[0][2]))
         while held and rng.random() < 0.45:
@@ -172,7 +173,7 @@ def test_no_buffer_is_overwritten_while_held_whatever_the_sizes_and_release_orde
             assert int(array[0]) == value % 251 and int(array[-1]) == value % 251
     held.clear()
     array = None  # the loop's last one
-    assert arena.free() == ipc.ARENA_SIZE
+    assert arena.free() == shared_ring.ARENA_SIZE
 
 
 def test_an_empty_ring_starts_over_at_its_beginning(arena):
@@ -184,7 +185,7 @@ def test_an_empty_ring_starts_over_at_its_beginning(arena):
     def position_of_next() -> tuple[int, np.ndarray]:
         head = arena.head
         (message,) = reader.feed(ipc.encode(Respond(1, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
-        return (arena.head - chunk.nbytes) % ipc.ARENA_SIZE if arena.head > head else -1, message.response.outputs[0][2]
+        return (arena.head - chunk.nbytes) % shared_ring.ARENA_SIZE if arena.head > head else -1, message.response.outputs[0][2]
 
     first, array = position_of_next()
     del array
@@ -209,7 +210,7 @@ def test_an_empty_ring_starts_over_for_a_buffer_larger_than_where_it_stood(arena
     head = arena.head
     (held,) = reader.feed(ipc.encode(Respond(2, WireResponse([("T", "UINT8", large)], {}), False), arena))
     assert arena.head > head, "the larger buffer missed the ring"
-    assert (arena.head - large.nbytes) % ipc.ARENA_SIZE == 0  # at the ring's start again
+    assert (arena.head - large.nbytes) % shared_ring.ARENA_SIZE == 0  # at the ring's start again
     for value in range(3, 40):  # what follows goes after it, never over it
         chunk = np.full(ipc.SHM_THRESHOLD * (1 + value % 5), value, np.uint8)
         (message,) = reader.feed(ipc.encode(Respond(value, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
@@ -232,7 +233,7 @@ def test_a_message_packed_then_pickled_leaves_the_ring_as_one_put_would(arena):
     reader.feed(frame)  # a pickled message's tensors are copied out, their space released
     (held,) = reader.feed(ipc.encode(Respond(2, WireResponse([("T", "UINT8", big)], {}), False), arena))
     chunk = np.full(4 << 20, 3, np.uint8)
-    for _ in range(2 * ipc.ARENA_SIZE // chunk.nbytes):  # round the ring twice while it is held
+    for _ in range(2 * shared_ring.ARENA_SIZE // chunk.nbytes):  # round the ring twice while it is held
         (message,) = reader.feed(ipc.encode(Respond(3, WireResponse([("T", "UINT8", chunk)], {}), False), arena))
         del message
         np.testing.assert_array_equal(held.response.outputs[0][2], big)

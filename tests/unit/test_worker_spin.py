@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from openinfer.backends.python import ipc, spin
+from openinfer.backends.python import ring as shared_ring
 from openinfer.backends.python.wire import Done
 
 
@@ -200,8 +201,8 @@ def test_a_worker_told_to_sleep_sleeps_whatever_its_budget(told, first_call):
 
 
 def test_the_hint_crosses_in_the_rings_header():
-    sender = ipc.Arena.create(ipc.shm_prefix())
-    receiver = ipc.Arena(sender.name)
+    sender = shared_ring.Arena.create(ipc.shm_prefix())
+    receiver = shared_ring.Arena(sender.name)
     try:
         assert not receiver.told_to_sleep()  # a new ring: poll as the budget says
         sender.tell_to_sleep(True)
@@ -209,7 +210,7 @@ def test_the_hint_crosses_in_the_rings_header():
         # The header's other field, what the receiver has released, is not disturbed by it.
         payload = bytes(range(256)) * 400
         assert receiver.take(sender.put(memoryview(payload)), len(payload)) == payload
-        assert sender.free() == ipc.ARENA_SIZE
+        assert sender.free() == shared_ring.ARENA_SIZE
         assert receiver.told_to_sleep()
         sender.tell_to_sleep(False)
         assert not receiver.told_to_sleep()

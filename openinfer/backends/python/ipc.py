@@ -4,15 +4,13 @@ A request crosses as one frame on a socketpair: a 5-byte header (body length, co
 body. The hot messages (`Execute`, `Executed`, `Respond`, `Cancel`) are packed (`packed`):
 marshal-ed builtins with the small tensors' bytes appended raw; every other message is
 pickled. A tensor of `SHM_THRESHOLD` bytes or more goes through the direction's shared ring
-(`Arena`) and the frame carries only where it lies. The receiver reads it there, as a numpy
-view; the ring space returns to the sender when the last array over it is dropped (the sender
-reuses the ring up to the oldest buffer still held; a buffer that does not fit, too large or
-behind one still held, goes through a file of its own that the receiver maps and unlinks).
-When everything sent has been released, the sender starts over at the ring's start, where the
-memory is still in the caches. An output that is one of its batch's own inputs (or part of one)
-is not copied back: the answer names where it lies in the ring the server wrote (`^batch:pos`),
-and the server keeps that ring from the batch's inputs on unwritten (`pin`) until the answer is
-decoded, then under each such output until it is dropped.
+(`ring.Arena`) and the frame carries only where it lies. The receiver reads it there, as a numpy
+view; the ring space returns to the sender when the last array over it is dropped (a buffer that
+does not fit goes through a file of its own that the receiver maps and unlinks). An output that
+is one of its batch's own inputs (or part of one) is not copied back: the answer names where it
+lies in the ring the server wrote (`^batch:pos`), and the server keeps that ring from the
+batch's inputs on unwritten (`pin`) until the answer is decoded, then under each such output
+until it is dropped.
 
 What each step costs, one [1,16] FP32 request on the 2-core development machine (best of
 repeated runs; the machine is shared, so take these as orders of magnitude):
@@ -41,10 +39,7 @@ dies.
 from __future__ import annotations
 
 import collections
-import itertools
 import math
-import mmap
-import os
 import pickle
 import select
 import socket
@@ -57,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from . import packed, shm_files, shm_names
+from .ring import Arena
 
 SHM_DIR = shm_names.SHM_DIR
 SHM_THRESHOLD = 64 * 1024
@@ -69,198 +65,12 @@ _LENGTH = struct.Struct("<I")  # a pickled body's pickle length
 _READ_SIZE = 64 * 1024
 _READ_MAX = 64 * 1024 * 1024
 _NAME = struct.Struct("<HQ")  # name length, byte size
-_counter = itertools.count()
-_CONSUMED = struct.Struct("<Q")  # the arena header: bytes the receiver has copied out
-_SLEEP_HINT = _CONSUMED.size  # then one byte the sender sets: 1 when the receiver should sleep
-_ARENA_HEADER = 64
-_ALIGN = 64
-ARENA_SIZE = 64 * 1024 * 1024  # sparse: only the pages a tensor touches are ever allocated
 
-
-class Arena:
-    """One direction's shared ring: `put` on the sending side, `take` on the receiving side."""
-
-    def __init__(self, name: str, create: bool = False) -> None:
-        self.name = name
-        path = os.path.join(SHM_DIR, name)
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = os.open(path, flags, 0o600)
-        try:
-            if create:
-                os.ftruncate(fd, _ARENA_HEADER + ARENA_SIZE)
-            self.region = mmap.mmap(fd, _ARENA_HEADER + ARENA_SIZE)
-        finally:
-            os.close(fd)
-        self.view = memoryview(self.region)
-        self.head = 0  # sender: bytes ever reserved (monotonic)
-        #: Receiver: the buffers taken and not yet released, in ring order, as [end, released].
-        self._spans: collections.deque[list] = collections.deque()
-        self._lock = threading.Lock()  # a view may be released by whichever thread drops it
-        self.closed = False
-        #: Sender: positions (monotonic) the ring must not be written over yet, whatever the
-        #: receiver released: a batch's inputs until its answer is in, an answer's echo after.
-        self._pins: dict[object, int] = {}
-        self._rewound = 0  # sender: where it last started over on an empty ring
-        #: Receiver: where the ring's first byte lies in this process, to recognise arrays over it.
-        self.address = np.frombuffer(self.region, np.uint8, 1, _ARENA_HEADER).__array_interface__["data"][0]
-
-    @staticmethod
-    def create(prefix: str) -> Arena:
-        return Arena(f"{prefix}arena-{next(_counter)}", create=True)
-
-    def put(self, raw: memoryview) -> str | None:
-        """Copy a buffer into the ring; its descriptor, or None when it does not fit now."""
-        size = raw.nbytes
-        if size > ARENA_SIZE // 4:
-            return None
-        consumed = self._floor()
-        start = self.head
-        position = start % ARENA_SIZE
-        rewound = consumed == start and position
-        if rewound:  # nothing is held: start over where the ring is warm
-            start += ARENA_SIZE - position
-            position = 0
-            consumed = start  # all before it is free, whatever the header says until a release
-        if position + size > ARENA_SIZE:  # never split a buffer across the end: wrap
-            start += ARENA_SIZE - position
-            position = 0
-        end = start + ((size + _ALIGN - 1) // _ALIGN) * _ALIGN
-        if end - consumed > ARENA_SIZE:
-            return None  # the receiver has not caught up
-        base = _ARENA_HEADER + position
-        self.view[base : base + size] = raw
-        if rewound:
-            self._rewound = start
-        self.head = end
-        return f"@{position}:{end}"
-
-    def mark(self) -> tuple[int, int]:
-        """Sender: where the ring stands, for `give_back` to return to."""
-        return self.head, self._rewound
-
-    def give_back(self, mark: tuple[int, int]) -> None:
-        """Sender: forget every `put` since `mark` (a message that was not sent after all)."""
-        self.head, self._rewound = mark
-
-    def tell_to_sleep(self, sleep: bool) -> None:
-        """Sender: whether the receiver should sleep, not poll, while it waits for the next
-        message (`core.load`); a byte in the header, read without a message of its own."""
-        if not self.closed:
-            self.region[_SLEEP_HINT] = 1 if sleep else 0
-
-    def told_to_sleep(self) -> bool:
-        """Receiver: what the sender last said by `tell_to_sleep`."""
-        return bool(self.region[_SLEEP_HINT])
-
-    def free(self) -> int:
-        """Bytes the sender could still put in the ring (its capacity less what is unread)."""
-        return ARENA_SIZE - (self.head - self._floor())
-
-    def _floor(self) -> int:
-        """How far the sender may reuse the ring: what the receiver released, short of pins."""
-        (consumed,) = _CONSUMED.unpack_from(self.region, 0)
-        consumed = max(consumed, self._rewound)
-        if self._pins:
-            with self._lock:  # another thread may have dropped the last pin meanwhile
-                return min(consumed, *self._pins.values()) if self._pins else consumed
-        return consumed
-
-    def pin(self, key: object, head: int) -> None:
-        """Sender: keep what was put since the head was `head` unwritten until `unpin(key)`; a put
-        that found the ring empty started over past `head`, and the pin starts there too."""
-        with self._lock:
-            self._pins[key] = max(head, self._rewound)
-
-    def unpin(self, key: object) -> None:
-        with self._lock:
-            self._pins.pop(key, None)
-
-    def echo_view(self, batch: int, position: int, size: int) -> tuple[memoryview, object]:
-        """Sender: an answer's tensor that is bytes this side wrote for batch `batch` (the
-        model returned an input, or part of one), where they lie; the ring stays pinned under
-        it until `unpin` of the returned key."""
-        with self._lock:
-            start = self._pins.get(batch)
-            if start is None or position < 0 or position + size > ARENA_SIZE:
-                raise EOFError(f"an answer refers to ring bytes of batch {batch} no longer held")
-            key = object()
-            self._pins[key] = start
-        base = _ARENA_HEADER + position
-        return self.view[base : base + size], key
-
-    def take(self, descriptor: str, size: int) -> bytearray:
-        """Copy a buffer out of the ring and release its space to the sender."""
-        view, span = self.take_view(descriptor, size)
-        data = bytearray(view)
-        view.release()
-        self.release(span)
-        return data
-
-    def take_view(self, descriptor: str, size: int) -> tuple[memoryview, list]:
-        """A buffer where it lies in the ring; its space stays the receiver's until `release`."""
-        position, end = (int(x) for x in descriptor[1:].split(":"))
-        base = _ARENA_HEADER + position
-        span = [end, False]
-        with self._lock:
-            self._spans.append(span)
-        return self.view[base : base + size], span
-
-    def release(self, span: list) -> None:
-        """Give a taken buffer's space back; the sender reuses the ring up to the oldest one
-        still held, so buffers may be released in any order."""
-        with self._lock:
-            span[1] = True
-            spans, consumed = self._spans, None
-            while spans and spans[0][1]:
-                consumed = spans.popleft()[0]
-            if consumed is not None and not self.closed:
-                _CONSUMED.pack_into(self.region, 0, consumed)
-
-    def unlink(self) -> None:
-        try:
-            os.unlink(os.path.join(SHM_DIR, self.name))
-        except OSError:
-            pass  # already gone
-
-    def close(self, unlink: bool = False) -> None:
-        with self._lock:
-            self.closed = True
-        try:
-            self.view.release()
-            self.region.close()
-        except BufferError:
-            pass  # arrays still view the ring: the mapping goes with the last of them
-        if unlink:
-            self.unlink()
 
 
 def shm_prefix() -> str:
     """What this process's shared-memory files are named from (`shm_names`)."""
     return shm_names.prefix()
-
-
-def echo_finder(batch: int, arrays: list[np.ndarray], ring: Arena) -> Callable[[np.ndarray], str | None]:
-    """Worker: for an answer to `batch`, the descriptor of an output that lies inside one of
-    the batch's inputs in the inbound `ring` (`^batch:position`), so it is not copied back:
-    the server reads it where it wrote it. None for any other array."""
-    low, high = ring.address, ring.address + ARENA_SIZE
-    spans = []
-    for array in arrays:
-        start = array.__array_interface__["data"][0]
-        if low <= start < high:
-            spans.append((start, start + array.nbytes))
-
-    def echo(array: np.ndarray) -> str | None:
-        if not spans or not array.flags.c_contiguous:
-            return None
-        start = array.__array_interface__["data"][0]
-        end = start + array.nbytes
-        for first, last in spans:
-            if first <= start and end <= last:
-                return f"^{batch}:{start - low}"
-        return None
-
-    return echo
 
 
 def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray], str | None] | None = None) -> bytes:

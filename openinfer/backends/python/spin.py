@@ -35,7 +35,7 @@ from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrenc
 
 Under concurrent load one side polls, not both: which one is the load's to say (`core.load`),
 with each batch the server sends. The loop's `sent` is told whether to poll; the worker reads
-the server's word from a byte of the inbound ring's header (`ipc.Arena.tell_to_sleep`) when it
+the server's word from a byte of the inbound ring's header (`ring.Arena.tell_to_sleep`) when it
 starts to wait, and sleeps at once when told to.
 
 Polling only while a CPU is spare was tried and not kept: both sides looked at the kernel's

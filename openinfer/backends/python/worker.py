@@ -27,7 +27,7 @@ import traceback
 from typing import Any
 
 from ..._malloc import tune_malloc
-from . import forked, ipc, pb_utils, spin
+from . import forked, ipc, pb_utils, ring, spin
 from .pb_utils import _host, c_module
 from .shm_files import SharedMemoryFull
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
@@ -262,7 +262,7 @@ class Worker:
         echo = None
         if inbound is not None and responses:
             inputs = [array for wire in live for _, _, array in wire.inputs if array.nbytes >= ipc.SHM_THRESHOLD]
-            echo = ipc.echo_finder(message.batch_id, inputs, inbound) if inputs else None
+            echo = ring.echo_finder(message.batch_id, inputs, inbound) if inputs else None
         try:
             self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses), echo)
         except SharedMemoryFull as exc:  # the outputs do not fit in /dev/shm: the batch fails
@@ -345,7 +345,7 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     ipc.shm_names.join(os.environ[ipc.shm_names.SESSION_ENV])
-    inbound, outbound = ipc.Arena(inbound_name), ipc.Arena(outbound_name)
+    inbound, outbound = ring.Arena(inbound_name), ring.Arena(outbound_name)
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module names
     sys.modules.setdefault("c_python_backend_utils", c_module.module(outbound.free))
     worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core.errors import InvalidArgumentError, UnavailableError
-from . import ipc, spin
+from . import ipc, ring, spin
 from .wire import Done, Failed
 
 log = logging.getLogger("openinfer.python")
@@ -51,8 +51,8 @@ class WorkerProcess:
         self.reaped = asyncio.Event()
         self._outbox: list[bytes] = []
         #: Shared rings for large tensors: one per direction, mapped by both processes.
-        self.to_worker: ipc.Arena | None = None
-        self.from_worker: ipc.Arena | None = None
+        self.to_worker: ring.Arena | None = None
+        self.from_worker: ring.Arena | None = None
         #: Keeps the loop from sleeping while an answer is due shortly; limited as the worker is.
         self.poller = spin.LoopPoller(0)
 
@@ -62,8 +62,8 @@ class WorkerProcess:
 
     async def spawn(self, env_overrides: dict[str, str] | None = None) -> None:
         parent, child = socket.socketpair()
-        self.to_worker = ipc.Arena.create(ipc.shm_prefix())
-        self.from_worker = ipc.Arena.create(ipc.shm_prefix())
+        self.to_worker = ring.Arena.create(ipc.shm_prefix())
+        self.from_worker = ring.Arena.create(ipc.shm_prefix())
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parents[3])
