@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from openinfer.backends.python import ipc, packed
+from openinfer.backends.python import ipc, packed, shm_names
 from openinfer.backends.python import ring as shared_ring
 from openinfer.backends.python.wire import (
     Cancel,
@@ -105,7 +105,7 @@ def test_large_tensors_cross_through_the_ring_and_files(arena):
     assert len(frame) < 1024  # the bytes went around the socket
     (back,) = ipc.FrameReader(arena).feed(frame)
     _same(message, back)
-    files = [n for n in os.listdir(ipc.SHM_DIR) if n.startswith(ipc.shm_prefix())]
+    files = [n for n in os.listdir(shm_names.SHM_DIR) if n.startswith(ipc.shm_prefix())]
     assert not [n for n in files if "arena" not in n and not n.endswith("-alive")]  # no buffer left behind
 
 

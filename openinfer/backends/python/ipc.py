@@ -54,7 +54,6 @@ import numpy as np
 from . import packed, shm_files, shm_names
 from .ring import Arena
 
-SHM_DIR = shm_names.SHM_DIR
 SHM_THRESHOLD = 64 * 1024
 _FRAME = struct.Struct("<IB")  # body length, codec
 PICKLED, PACKED = 0, 1

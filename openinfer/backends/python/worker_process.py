@@ -123,8 +123,9 @@ class WorkerProcess:
         Whether the loop may poll for the answer, and the worker for its next batch, is the
         load's (`core.load`)."""
         arena = self.to_worker
-        start = arena.head if arena is not None else 0
+        start = 0
         if arena is not None:
+            start = arena.head
             arena.tell_to_sleep(not worker_polls)
         self.send(message)
         self.poller.sent(loop_polls)
