@@ -1,0 +1,84 @@
+"""When the server's end of a worker channel writes a batch: at once, or with the loop's turn.
+
+A real socketpair and the running loop's transport stand in for nothing: the worker's end is
+read without waiting, so what is there before the loop turns is what was written at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import numpy as np
+
+from openinfer.backends.python import ipc
+from openinfer.backends.python.wire import Execute, WireRequest
+from openinfer.backends.python.worker_process import WorkerProcess
+
+
+class _Owner:
+    name = "identity_0_0"
+
+    def dispatch(self, worker: WorkerProcess, message: object) -> None:
+        pass
+
+    def worker_died(self, worker: WorkerProcess, code: int | None) -> None:
+        pass
+
+
+def _batch(batch_id: int) -> Execute:
+    values = np.full((1, 4), batch_id, np.float32)
+    return Execute(batch_id, [WireRequest(batch_id, "m", "", "", [("IN", "FP32", values)], ["OUT"], {}, 0, 0, 0)])
+
+
+def _written(sock: socket.socket) -> list[int]:
+    """The batch ids of every frame the worker's end can read now, in order."""
+    data = b""
+    while True:
+        try:
+            data += sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+    return [message.batch_id for message in ipc.FrameReader().feed(data)]
+
+
+async def _channel() -> tuple[WorkerProcess, socket.socket]:
+    ours, theirs = socket.socketpair()
+    worker = WorkerProcess(_Owner())
+    worker.transport, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, sock=ours)
+    return worker, theirs
+
+
+async def _the_first_batch_goes_at_once_and_the_next_ones_keep_their_order() -> None:
+    worker, theirs = await _channel()
+    try:
+        worker.send_batch(_batch(1), loop_polls=True)
+        assert _written(theirs) == [1]  # before the loop turned
+        worker.send_batch(_batch(2), loop_polls=True)  # one is in flight: this one waits its turn
+        worker.send_batch(_batch(3), loop_polls=True)
+        assert _written(theirs) == []
+        await asyncio.sleep(0)
+        assert _written(theirs) == [2, 3]
+    finally:
+        worker.transport.close()
+        theirs.close()
+
+
+async def _a_batch_the_loop_does_not_poll_for_waits_for_the_loops_turn() -> None:
+    worker, theirs = await _channel()
+    try:
+        worker.send_batch(_batch(1), loop_polls=False)
+        assert _written(theirs) == []
+        await asyncio.sleep(0)
+        assert _written(theirs) == [1]
+    finally:
+        worker.transport.close()
+        theirs.close()
+
+
+def test_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order():
+    asyncio.run(_the_first_batch_goes_at_once_and_the_next_ones_keep_their_order())
+
+
+def test_a_batch_sent_while_the_worker_polls_waits_for_the_loops_turn():
+    asyncio.run(_a_batch_the_loop_does_not_poll_for_waits_for_the_loops_turn())
