@@ -10,6 +10,7 @@ import asyncio
 import socket
 
 import numpy as np
+import pytest
 
 from openinfer.backends.python import ipc
 from openinfer.backends.python.wire import Execute, WireRequest
@@ -42,43 +43,31 @@ def _written(sock: socket.socket) -> list[int]:
     return [message.batch_id for message in ipc.FrameReader().feed(data)]
 
 
-async def _channel() -> tuple[WorkerProcess, socket.socket]:
+@pytest.fixture
+async def channel():
+    """The server's end (a `WorkerProcess` on the loop's transport) and the worker's socket."""
     ours, theirs = socket.socketpair()
     worker = WorkerProcess(_Owner())
     worker.transport, _ = await asyncio.get_running_loop().create_connection(asyncio.Protocol, sock=ours)
-    return worker, theirs
+    yield worker, theirs
+    worker.transport.close()
+    theirs.close()
 
 
-async def _the_first_batch_goes_at_once_and_the_next_ones_keep_their_order() -> None:
-    worker, theirs = await _channel()
-    try:
-        worker.send_batch(_batch(1), loop_polls=True)
-        assert _written(theirs) == [1]  # before the loop turned
-        worker.send_batch(_batch(2), loop_polls=True)  # one is in flight: this one waits its turn
-        worker.send_batch(_batch(3), loop_polls=True)
-        assert _written(theirs) == []
-        await asyncio.sleep(0)
-        assert _written(theirs) == [2, 3]
-    finally:
-        worker.transport.close()
-        theirs.close()
+async def test_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order(channel):
+    worker, theirs = channel
+    worker.send_batch(_batch(1), loop_polls=True)
+    assert _written(theirs) == [1]  # before the loop turned
+    worker.send_batch(_batch(2), loop_polls=True)  # one is in flight: this one waits its turn
+    worker.send_batch(_batch(3), loop_polls=True)
+    assert _written(theirs) == []
+    await asyncio.sleep(0)
+    assert _written(theirs) == [2, 3]
 
 
-async def _a_batch_the_loop_does_not_poll_for_waits_for_the_loops_turn() -> None:
-    worker, theirs = await _channel()
-    try:
-        worker.send_batch(_batch(1), loop_polls=False)
-        assert _written(theirs) == []
-        await asyncio.sleep(0)
-        assert _written(theirs) == [1]
-    finally:
-        worker.transport.close()
-        theirs.close()
-
-
-def test_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order():
-    asyncio.run(_the_first_batch_goes_at_once_and_the_next_ones_keep_their_order())
-
-
-def test_a_batch_sent_while_the_worker_polls_waits_for_the_loops_turn():
-    asyncio.run(_a_batch_the_loop_does_not_poll_for_waits_for_the_loops_turn())
+async def test_a_batch_sent_while_the_worker_polls_waits_for_the_loops_turn(channel):
+    worker, theirs = channel
+    worker.send_batch(_batch(1), loop_polls=False)
+    assert _written(theirs) == []
+    await asyncio.sleep(0)
+    assert _written(theirs) == [1]
