@@ -6,7 +6,8 @@ marshal-ed builtins with the small tensors' bytes appended raw; every other mess
 pickled. A tensor of `SHM_THRESHOLD` bytes or more goes through the direction's shared ring
 (`ring.Arena`) and the frame carries only where it lies. The receiver reads it there, as a numpy
 view; the ring space returns to the sender when the last array over it is dropped (a buffer that
-does not fit goes through a file of its own that the receiver maps and unlinks). An output that
+does not fit goes through a file of its own that the receiver maps and unlinks, and one that
+/dev/shm has no room for at all goes inside the frame, as a small one does). An output that
 is one of its batch's own inputs (or part of one) is not copied back: the answer names where it
 lies in the ring the server wrote (`^batch:pos`), and the server keeps that ring from the
 batch's inputs on unwritten (`pin`) until the answer is decoded, then under each such output
@@ -55,6 +56,9 @@ from . import packed, shm_files, shm_names
 from .ring import Arena
 
 SHM_THRESHOLD = 64 * 1024
+#: The largest tensor that crosses in a frame when /dev/shm has no room for it (a frame's
+#: length is 32 bits); a larger one fails its request with Triton's shared-memory error.
+INLINE_MAX = 1 << 31
 _FRAME = struct.Struct("<IB")  # body length, codec
 PICKLED, PACKED = 0, 1
 _LENGTH = struct.Struct("<I")  # a pickled body's pickle length
@@ -77,10 +81,15 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
     mark = arena.mark() if arena is not None else None
     files: list[str] = []
 
-    def put_large(raw: memoryview) -> str:
+    def put_large(raw: memoryview) -> str | None:
         descriptor = arena.put(raw) if arena is not None else None
         if descriptor is None:
-            descriptor = shm_files.write(raw)
+            try:
+                descriptor = shm_files.write(raw)
+            except shm_files.SharedMemoryFull:
+                if raw.nbytes > INLINE_MAX:
+                    raise
+                return None  # /dev/shm is short: the bytes go in the frame itself
             files.append(descriptor)
         return descriptor
 
@@ -109,14 +118,17 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
         raise
 
 
-def _pickled(message: Any, put_large: Callable[[memoryview], str]) -> bytes:
+def _pickled(message: Any, put_large: Callable[[memoryview], str | None]) -> bytes:
     names: list[bytes] = []
 
     def out_of_band(buffer: pickle.PickleBuffer) -> bool:
         raw = buffer.raw()
         if raw.nbytes < SHM_THRESHOLD:
             return True  # keep in band
-        encoded = put_large(raw).encode()
+        descriptor = put_large(raw)
+        if descriptor is None:
+            return True  # no room in /dev/shm: in band
+        encoded = descriptor.encode()
         names.append(_NAME.pack(len(encoded), raw.nbytes) + encoded)
         return False
 

@@ -78,7 +78,7 @@ class _Packer:
 
     __slots__ = ("chunks", "echo", "put_large", "threshold")
 
-    def __init__(self, put_large: Callable[[memoryview], str], threshold: int,
+    def __init__(self, put_large: Callable[[memoryview], str | None], threshold: int,
                  echo: Callable[[np.ndarray], str | None] | None = None) -> None:
         self.chunks: list[Any] = []
         self.put_large, self.threshold, self.echo = put_large, threshold, echo
@@ -100,7 +100,11 @@ class _Packer:
                 if where is None:
                     if not array.flags.c_contiguous:
                         array = np.ascontiguousarray(array)
-                    where = self.put_large(memoryview(array.reshape(-1)).cast("B"))
+                    raw = memoryview(array.reshape(-1)).cast("B")
+                    where = self.put_large(raw)
+                    if where is None:  # no room in shared memory: inline after all
+                        self.chunks.append(raw)
+                        where = size
             out.append((name, datatype, array.shape, dtype, where))
         return out
 
@@ -110,10 +114,11 @@ class _Packer:
         return (self.tensors(response.outputs), _parameters(response.parameters), response.error)
 
 
-def pack(message: Any, put_large: Callable[[memoryview], str], threshold: int,
+def pack(message: Any, put_large: Callable[[memoryview], str | None], threshold: int,
          echo: Callable[[np.ndarray], str | None] | None = None) -> list[Any] | None:
     """The message's packed parts (to be joined), or None for a type this codec does not carry.
-    `echo` names where a large tensor already lies on the other side (None: it is copied)."""
+    `echo` names where a large tensor already lies on the other side (None: it is copied);
+    `put_large` where a large one was put (None: it travels inline, as a small one does)."""
     kind = type(message)
     packer = _Packer(put_large, threshold, echo if kind is Executed else None)
     if kind is Execute:

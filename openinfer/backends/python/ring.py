@@ -12,6 +12,12 @@ long as that output is held.
 
 The header holds what the receiver has released (8 bytes, written only by the receiver) and one
 byte the sender sets to say whether the receiver should sleep rather than poll (`core.load`).
+
+The file is sparse, and a mapped write to a page that a full /dev/shm cannot supply ends the
+writing process with SIGBUS. So no page is written before it is reserved: the header when the
+ring is made, the rest by the sender before a `put` first reaches it (`posix_fallocate`, in
+steps of `_RESERVE_STEP`). A reservation that fails refuses the `put`, and the buffer goes
+another way (`ipc`); the receiver only reads pages the sender reserved.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import shm_names
+from . import shm_files, shm_names
 
 SHM_DIR = shm_names.SHM_DIR
 _counter = itertools.count()
@@ -35,6 +41,9 @@ _SLEEP_HINT = _CONSUMED.size  # then one byte the sender sets: 1 when the receiv
 _ARENA_HEADER = 64
 _ALIGN = 64
 ARENA_SIZE = 64 * 1024 * 1024  # sparse: only the pages a tensor touches are ever allocated
+#: The name a worker is given for a ring that could not be made: its tensors use the socket.
+NO_RING = "-"
+_RESERVE_STEP = 1024 * 1024  # what the sender reserves at a time beyond what a put needs
 
 
 class Arena:
@@ -48,9 +57,15 @@ class Arena:
         try:
             if create:
                 os.ftruncate(fd, _ARENA_HEADER + ARENA_SIZE)
+                if not shm_files.reserve(fd, 0, _ARENA_HEADER):
+                    os.unlink(path)
+                    raise shm_files.SharedMemoryFull(shm_files.full_message(_ARENA_HEADER))
             self.region = mmap.mmap(fd, _ARENA_HEADER + ARENA_SIZE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self._fd = fd  # kept open to reserve pages before they are first written
+        self._reserved = 0  # sender: bytes from the ring's start known to have their pages
         self.view = memoryview(self.region)
         self.head = 0  # sender: bytes ever reserved (monotonic)
         #: Receiver: the buffers taken and not yet released, in ring order, as [end, released].
@@ -87,12 +102,25 @@ class Arena:
         end = start + ((size + _ALIGN - 1) // _ALIGN) * _ALIGN
         if end - consumed > ARENA_SIZE:
             return None  # the receiver has not caught up
+        if position + size > self._reserved and not self._reserve(position + size):
+            return None  # /dev/shm cannot give the pages: never write them unreserved
         base = _ARENA_HEADER + position
         self.view[base : base + size] = raw
         if rewound:
             self._rewound = start
         self.head = end
         return f"@{position}:{end}"
+
+    def _reserve(self, needed: int) -> bool:
+        """Reserve the ring's pages up to `needed` bytes (a step further where that fits)."""
+        if self.closed:
+            return False
+        wanted = min(ARENA_SIZE, max(needed, self._reserved + _RESERVE_STEP))
+        for upto in (wanted, needed) if wanted > needed else (needed,):
+            if shm_files.reserve(self._fd, _ARENA_HEADER + self._reserved, upto - self._reserved):
+                self._reserved = upto
+                return True
+        return False
 
     def mark(self) -> tuple[int, int]:
         """Sender: where the ring stands, for `give_back` to return to."""
@@ -184,12 +212,14 @@ class Arena:
 
     def close(self, unlink: bool = False) -> None:
         with self._lock:
-            self.closed = True
-        try:
-            self.view.release()
-            self.region.close()
-        except BufferError:
-            pass  # arrays still view the ring: the mapping goes with the last of them
+            was_closed, self.closed = self.closed, True
+        if not was_closed:
+            os.close(self._fd)
+            try:
+                self.view.release()
+                self.region.close()
+            except BufferError:
+                pass  # arrays still view the ring: the mapping goes with the last of them
         if unlink:
             self.unlink()
 

@@ -1,42 +1,96 @@
-"""One tensor per shared-memory file, for what a worker's ring cannot take.
+"""One tensor per shared-memory file, for what a worker's ring cannot take, and the rule both
+use: no page of /dev/shm is written before it is reserved.
 
-The file's pages are reserved before anything is written (`posix_fallocate`): on a full
-/dev/shm a mapped write would otherwise end the writing process with SIGBUS, where Triton's
-stub answers that its shared memory pool could not grow. A reservation that fails raises
-`SharedMemoryFull` with Triton's words, and each side answers the request with it.
+A mapped write to a page that a full /dev/shm cannot supply ends the writing process with
+SIGBUS, and Docker and Kubernetes give a container only 64 MB. So pages are reserved first
+(`posix_fallocate`, which fails with ENOSPC instead). A reservation that fails sends the
+tensor through the socket instead (`ipc`), and the first such failure is logged once, with
+what to do about it.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import mmap
 import os
+from collections.abc import Callable
 
 from . import shm_names
 
 SHM_DIR = shm_names.SHM_DIR
 _counter = itertools.count()
+log = logging.getLogger("openinfer.python")
+_warned = False
 
 
 class SharedMemoryFull(Exception):
     """Not an OSError: the channel treats those as the other side being gone."""
 
 
+def full_message(size: int, why: str = "No space left on device") -> str:
+    """Triton's words for shared memory that cannot grow."""
+    return (
+        f"Failed to increase the shared memory pool size to hold a {size}-byte tensor in {SHM_DIR}: "
+        f"{why}. If you are running inside docker, use '--shm-size' to give it more shared memory."
+    )
+
+
+def reserve(fd: int, offset: int, length: int) -> bool:
+    """Give the file's pages in [offset, offset + length) their memory now; False when /dev/shm
+    cannot (logged once per process)."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+        return True
+    except OSError as exc:
+        _warn_once(length, exc.strerror or str(exc))
+        return False
+
+
+def _warn_once(size: int, why: str) -> None:
+    """Say once per server, whichever of its processes meets the shortage first, what to do."""
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    try:  # an empty file takes no page: the server's other processes see it and stay quiet
+        marker = os.path.join(SHM_DIR, f"{shm_names.PREFIX}{shm_names.session()}-shm-short")
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return
+    except OSError:
+        pass  # not even an inode: say it anyway
+    free = shm_free()
+    report(
+        f"{SHM_DIR} is short of space ({why}; {size} bytes wanted, "
+        f"{'unknown' if free is None else free} free): tensors that do not fit cross through the "
+        f"worker's socket instead, which is slower. Give the container more shared memory, e.g. "
+        f"docker run --shm-size=1g, or an emptyDir with medium: Memory mounted on {SHM_DIR} in "
+        f"Kubernetes."
+    )
+
+
+#: Where the warning goes: the server's log; a worker sends it to the server (`worker.main`).
+report: Callable[[str], None] = log.warning
+
+
+def shm_free() -> int | None:
+    try:
+        stat = os.statvfs(SHM_DIR)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
 def write(raw: memoryview) -> str:
-    """A new file holding `raw`; its name."""
+    """A new file holding `raw`; its name. `SharedMemoryFull` when its pages cannot be had."""
     name = f"{shm_names.prefix()}f{next(_counter)}"
     path = os.path.join(SHM_DIR, name)
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
-        try:
-            os.posix_fallocate(fd, 0, raw.nbytes)
-        except OSError as exc:
+        if raw.nbytes and not reserve(fd, 0, raw.nbytes):
             os.unlink(path)
-            raise SharedMemoryFull(
-                f"Failed to increase the shared memory pool size to hold a {raw.nbytes}-byte tensor "
-                f"in {SHM_DIR}: {exc.strerror}. If you are running inside docker, use '--shm-size' "
-                f"to give it more shared memory."
-            ) from None
+            raise SharedMemoryFull(full_message(raw.nbytes))
         with mmap.mmap(fd, raw.nbytes) as region:
             region[:] = raw
     finally:

@@ -2,7 +2,7 @@
 the channel.
 
 Run as `python -m openinfer.backends.python.worker <fd> <inbound ring> <outbound ring>`; the fd
-is one end of a socketpair. Three threads:
+is one end of a socketpair; a ring named `-` is none (/dev/shm had no room for it). Three threads:
 - the main thread runs the model's methods one call at a time, in order (Triton's contract for
   an instance), and reads the socket itself whenever it waits for work, so a request reaches
   `execute` with no hand-off between threads;
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import os
 import signal
 import socket
@@ -27,9 +28,10 @@ import traceback
 from typing import Any
 
 from ..._malloc import tune_malloc
-from . import forked, ipc, pb_utils, ring, spin
+from . import forked, ipc, pb_utils, ring, shm_files, spin
 from .pb_utils import _host, c_module
-from .shm_files import SharedMemoryFull
+from .ring import NO_RING
+from .shm_files import SharedMemoryFull, shm_free
 from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
 from .wire import (
     AutoComplete, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Load, Readiness, Reply,
@@ -330,6 +332,13 @@ def _exit_soon(grace_s: float = 1.0) -> None:
     timer.start()
 
 
+def _report_to_server(host: WorkerHost, text: str) -> None:
+    """A worker's own warning, in the server's log. From a thread of its own: the shortage is
+    met inside a send, which holds the channel's write lock until it is done."""
+    threading.Thread(target=host.log, args=(pb_utils.LogLevel.WARNING, text, shm_files.__file__, 0),
+                     name="openinfer-report", daemon=True).start()
+
+
 async def _awaited(value: Any) -> Any:
     return await value
 
@@ -345,10 +354,12 @@ def main() -> None:
     sock = socket.socket(fileno=fd)
     sock.setblocking(True)
     ipc.shm_names.join(os.environ[ipc.shm_names.SESSION_ENV])
-    inbound, outbound = ring.Arena(inbound_name), ring.Arena(outbound_name)
+    inbound, outbound = (None if name == NO_RING else ring.Arena(name) for name in (inbound_name, outbound_name))
+    free = outbound.free if outbound is not None else lambda: shm_free() or 0
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module names
-    sys.modules.setdefault("c_python_backend_utils", c_module.module(outbound.free))
+    sys.modules.setdefault("c_python_backend_utils", c_module.module(free))
     worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
+    shm_files.report = functools.partial(_report_to_server, worker.host)
     try:
         worker.run()
     finally:

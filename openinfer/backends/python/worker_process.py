@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ...core.errors import InvalidArgumentError, UnavailableError
 from . import ipc, ring, spin
+from .ring import NO_RING
 from .wire import Done, Failed
 
 log = logging.getLogger("openinfer.python")
@@ -62,8 +63,7 @@ class WorkerProcess:
 
     async def spawn(self, env_overrides: dict[str, str] | None = None) -> None:
         parent, child = socket.socketpair()
-        self.to_worker = ring.Arena.create(ipc.shm_prefix())
-        self.from_worker = ring.Arena.create(ipc.shm_prefix())
+        self._make_arenas()
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parents[3])
@@ -77,8 +77,8 @@ class WorkerProcess:
             "-m",
             "openinfer.backends.python.worker",
             str(child.fileno()),
-            self.to_worker.name,
-            self.from_worker.name,
+            self.to_worker.name if self.to_worker is not None else NO_RING,
+            self.from_worker.name if self.from_worker is not None else NO_RING,
             # Unused by the worker: labels the process in `ps` as Triton's are, so tools that
             # look for "triton_python_backend_stub" (and its instance) find it.
             "triton_python_backend_stub",
@@ -89,6 +89,15 @@ class WorkerProcess:
         child.close()
         loop = asyncio.get_running_loop()
         self.transport, _ = await loop.create_connection(lambda: _Channel(self), sock=parent)
+
+    def _make_arenas(self) -> None:
+        """The two rings; none when /dev/shm cannot give even their headers (every tensor then
+        crosses through the socket, `shm_files` having said why once)."""
+        try:
+            self.to_worker = ring.Arena.create(ipc.shm_prefix())
+            self.from_worker = ring.Arena.create(ipc.shm_prefix())
+        except ipc.shm_files.SharedMemoryFull:
+            self._release_arenas()
 
     async def call(self, message: Any, timeout: float | None = None) -> Any:
         """A control message (load, initialize, a readiness check, ...) and its answer's value.
