@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,19 @@ EXAMPLES = ROOT / "examples" / "model_repository"
 def child_pids(pid: int) -> list[int]:
     """The direct children of `pid` (a server's worker processes), from /proc."""
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def small_dev_shm(size: str) -> list[str]:
+    """A launcher (`Server.launcher`) that runs the server in user and mount namespaces of its
+    own over a /dev/shm of `size` (`64m`: a container's default), as `mount -t tmpfs` sizes it."""
+    return ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec "$@"', "sh"]
+
+
+def small_dev_shm_works() -> bool:
+    """Whether this machine lets an unprivileged user make those namespaces."""
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run([*small_dev_shm("1m"), "true"], capture_output=True, check=False).returncode == 0
 
 
 def free_port() -> int:

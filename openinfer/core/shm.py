@@ -8,9 +8,10 @@ outputs are written straight into it. Every rule and message is Triton's
 A region still used by an in-flight request is unregistered lazily: it stays listed (as in
 Triton) until the last request holding it lets go, and only then is it unmapped.
 
-Touching a mapping past the end of its file kills the process (SIGBUS), so every read and write
-first checks that the client has not truncated the object since it registered it; the request
-fails with a message instead. (An object truncated while a model is reading its input view still
+Touching a mapping past the end of its file kills the process (SIGBUS), and so does touching a
+page of a sparse object that a full /dev/shm cannot supply. So every read and write first checks
+that the client has not truncated the object since it registered it, and reserves the pages it
+will touch where the object lacks some; the request fails with a message instead. (An object truncated while a model is reading its input view still
 takes the server down, as it does Triton.)
 """
 

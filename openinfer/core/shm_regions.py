@@ -88,24 +88,36 @@ class SystemRegion(Region):
             else memoryview(b"")
         )
 
-    def _check_size(self, offset: int, byte_size: int) -> None:
-        """Refuse to touch bytes the object no longer has (the mapping would SIGBUS)."""
+    def _check_pages(self, offset: int, byte_size: int) -> None:
+        """Refuse to touch bytes the object cannot back: bytes it no longer has (truncated since
+        it was registered), or pages a full /dev/shm cannot give a sparse object (a client's
+        `ftruncate` reserves none). Either way the mapping would kill the server with SIGBUS."""
         if self._fd < 0 or byte_size <= 0:
             return
-        size = os.fstat(self._fd).st_size
+        info = os.fstat(self._fd)
+        size = info.st_size
         if size < self.offset + offset + byte_size:
             raise InvalidArgumentError(
                 f"shared memory region '{self.name}' is smaller than when it was registered: its "
                 f"object '{self.key}' now holds {size} bytes"
             )
+        if info.st_blocks * 512 >= size:
+            return  # every page is there already (reserving 256 KiB again would cost 10 µs)
+        try:  # pages the object already has are left as they are
+            os.posix_fallocate(self._fd, self.offset + offset, byte_size)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"shared memory region '{self.name}' cannot hold {byte_size} bytes at offset "
+                f"{offset}: its object '{self.key}' has no memory for them ({exc.strerror})"
+            ) from None
 
     def read(self, offset: int, byte_size: int) -> memoryview:
-        self._check_size(offset, byte_size)
+        self._check_pages(offset, byte_size)
         return self.view[offset : offset + byte_size]
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
         size = len(data) if isinstance(data, bytes) else data.nbytes
-        self._check_size(offset, size)
+        self._check_pages(offset, size)
         self.view[offset : offset + size] = data
 
     def close(self) -> None:

@@ -8,38 +8,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from tests.helpers import ROOT, Server, child_pids
+from tests.helpers import ROOT, Server, child_pids, small_dev_shm, small_dev_shm_works
 
 SHM_MIB = 64
-
-
-def _launcher(size: str) -> list[str]:
-    """Runs the server in mount and user namespaces of its own, over a /dev/shm of `size`."""
-    return ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs /dev/shm && exec "$@"', "sh"]
-
-
-LAUNCHER = _launcher(f"{SHM_MIB}m")
+LAUNCHER = small_dev_shm(f"{SHM_MIB}m")
 MODELS = [f"identity_{i}" for i in range(4)]
 #: 64 B to 16 MiB, doubling: what a mixed workload sends.
 SIZES = [1 << bits for bits in range(6, 25)]
 
-
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run([*LAUNCHER, "true"], capture_output=True)
-    return probe.returncode == 0
-
-
 pytestmark = pytest.mark.skipif(
-    not _namespaces_work(), reason="needs unprivileged user and mount namespaces (unshare -rm) for a small /dev/shm"
+    not small_dev_shm_works(), reason="needs unprivileged user and mount namespaces (unshare -rm) for a small /dev/shm"
 )
 
 
@@ -121,7 +105,7 @@ def starved_server(tmp_path_factory):
     """A /dev/shm of one page: not even a ring's header fits beside the server's own files."""
     repo = tmp_path_factory.mktemp("repo")
     shutil.copytree(ROOT / "examples" / "model_repository" / "identity_fp32", repo / "identity_fp32")
-    running = Server(repo, launcher=_launcher("4k")).start(wait_for="ready")
+    running = Server(repo, launcher=small_dev_shm("4k")).start(wait_for="ready")
     yield running
     running.stop()
 
