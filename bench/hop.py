@@ -7,7 +7,10 @@ request, in both modes, is what the hop costs on top of the model: no frontend, 
 and no network stack, whose own costs (and their noise on a shared machine) would swamp it.
 Modes alternate round by round; the table keeps each cell's lowest CPU per request.
 
-    python -m bench.hop [--concurrency 1,16] [--sizes 16,65536] [--rounds 3] [--seconds 2]
+    python -m bench.hop [--concurrency 1,16] [--sizes 16,65536] [--rounds 3] [--seconds 2] [--no-batching]
+
+`--no-batching` serves the model without its dynamic batcher at every concurrency, as the grid
+without batching of `make bench` does: every request then crosses alone.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="16,65536", help="FP32 elements per request ([1,N])")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--no-batching", action="store_true", help="no dynamic batcher at any concurrency")
     ns = parser.parse_args(argv)
     try:
         import uvloop
@@ -102,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(ns.rounds):
             for concurrency in (int(c) for c in ns.concurrency.split(",")):
-                batching = concurrency > 1  # at concurrency 1 every batch holds one request anyway
+                # at concurrency 1 every batch holds one request anyway
+                batching = concurrency > 1 and not ns.no_batching
                 for size in (int(s) for s in ns.sizes.split(",")):
                     for mode in ("default", "in_process"):
                         repo = Path(tmp) / f"r{len(cells)}_{time.monotonic_ns()}"
