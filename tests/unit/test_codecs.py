@@ -83,7 +83,7 @@ BAD_DOCS = [
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [-1], "data": [1]}]}, InvalidArgumentError, "negative dimension"),
         ({"inputs": [{"name": "A", "datatype": "FP32", "shape": [2]}]}, InvalidArgumentError, "no field is set"),
         ({"inputs": [], "parameters": {"triton_x": 1}}, InvalidArgumentError, "reserved for Triton"),
-        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [None]}]}, InvalidArgumentError, "Shape"),
+        ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [1, 0], "data": [1, None]}]}, InvalidArgumentError, "Shape"),
         ({"inputs": [{"name": "A", "datatype": "INT32", "shape": [2], "data": [1, None]}]}, InvalidArgumentError, "non-integer"),
     ]
 

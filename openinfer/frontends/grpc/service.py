@@ -24,6 +24,7 @@ from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
 from ...core import otel
 from ...core.errors import InternalError, OpenInferError, status_of
+from ...core.failed_requests import log_failure
 from ...core.parameters import forward_headers, forward_pattern
 from ...core.protocols import Protocol
 from ...core.server import InferenceServer
@@ -187,14 +188,18 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return response
 
     async def ModelInfer(self, request, context):
-        core_request = convert.to_request(request)
-        if self.header_forward is not None:
-            forward_headers(self.header_forward, context.invocation_metadata() or (), core_request)
-        if self.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
-            core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
-        if "triton_enable_empty_final_response" in core_request.parameters:
-            core_request.parameters.pop("triton_enable_empty_final_response")
-        response = await self.server.infer(core_request, protocol=Protocol.GRPC)
+        try:
+            core_request = convert.to_request(request)
+            if self.header_forward is not None:
+                forward_headers(self.header_forward, context.invocation_metadata() or (), core_request)
+            if self.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
+                core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
+            if "triton_enable_empty_final_response" in core_request.parameters:
+                core_request.parameters.pop("triton_enable_empty_final_response")
+            response = await self.server.infer(core_request, protocol=Protocol.GRPC)
+        except OpenInferError as exc:
+            log_failure(request.id, exc.message)
+            raise
         if self.response_compression is not None:
             await _compress_responses(context, self.response_compression)
         return convert.to_response(response, tail=True)
@@ -251,6 +256,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                     reply.infer_response.parameters["triton_final_response"].bool_param = True
                     items.append(reply) if ordered else outbox.put_nowait(reply)
             except OpenInferError as exc:
+                log_failure(message.id, exc.message)
                 if error_mode:
                     items.append(exc)
                 else:

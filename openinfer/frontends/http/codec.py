@@ -126,9 +126,24 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], name: str, mode
         raise
 
 
+def _holds_no_values(data: Any) -> bool:
+    """Whether `data` is null, or lists holding only nulls and lists of them: what a client
+    sends for an empty tensor (Flink's provider writes a NULL array row as `[null]`)."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if type(item) is list:
+            pending.extend(item)
+        elif item is not None:
+            return False
+    return True
+
+
 def _json_array(data: Any, datatype: str, shape: tuple[int, ...], name: str, model: str) -> np.ndarray:
     dt = datatypes.lookup(datatype)
     count = datatypes.element_count(shape)
+    if count == 0 and type(data) is not np.ndarray and _holds_no_values(data):
+        return np.empty(shape, dt.numpy)  # an empty tensor: no value was sent, none is dropped
     if datatype == "BYTES":
         return _json_bytes(data, shape, count, name)
     if datatype in ("FP16", "BF16"):
@@ -202,6 +217,17 @@ def decode_request(
         if not isinstance(rid, str):
             raise InvalidArgumentError("Unable to parse 'id': attempt to access JSON non-string as string")
         request.id = rid
+    try:
+        return _decode_fields(doc, view, header_length, model_name, request)
+    except InvalidArgumentError as exc:
+        exc.request_id = rid  # for the failed request's log line
+        raise
+
+
+def _decode_fields(
+    doc: dict, view: memoryview, header_length: int | None, model_name: str, request: InferRequest
+) -> tuple[InferRequest, bool]:
+    """Everything of an infer body after its id."""
     binary_default = False
     if "parameters" in doc:
         params = dict(_parameters(doc["parameters"], "the request"))
@@ -225,7 +251,8 @@ def decode_request(
     if outputs is not None:
         if not isinstance(outputs, list):
             raise InvalidArgumentError("Unable to parse 'outputs': expected a JSON array")
-        request.outputs = [_requested_output(o) for o in outputs]
+        if outputs:  # an empty list asks for nothing in particular: every output, as in Triton
+            request.outputs = [_requested_output(o) for o in outputs]
     return request, binary_default
 
 

@@ -11,7 +11,8 @@ import functools
 from collections.abc import Callable, Sequence
 
 from ...core import datatypes, otel
-from ...core.errors import InvalidArgumentError
+from ...core.errors import InvalidArgumentError, OpenInferError
+from ...core.failed_requests import log_failure
 from ...core.parameters import forward_headers
 from ...core.protocols import Protocol
 from ...core.types import InferRequest, Tensor
@@ -57,17 +58,26 @@ async def model_metadata(app: HttpApp, req: HttpRequest) -> HttpResponse:
 
 async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
     name, version = model_args(req)
-    body = decompress(req.body, req.headers.get("content-encoding"), app.options.max_input_size)
-    header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
-    if header_length == 0:
-        request, binary_default = raw_request(app, body, name, version), True
-    else:
-        request, binary_default = decode_request(body, header_length, name, version)
-    if app.forward is not None:
-        forward_headers(app.forward, req.headers.items(), request)
-    if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
-        request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
-    response = await app.server.infer(request, protocol=Protocol.HTTP)
+    request: InferRequest | None = None
+    try:
+        try:
+            body = decompress(req.body, req.headers.get("content-encoding"), app.options.max_input_size)
+            header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
+            if header_length == 0:
+                request, binary_default = raw_request(app, body, name, version), True
+            else:
+                request, binary_default = decode_request(body, header_length, name, version)
+        except InvalidArgumentError:
+            app.server.model(name, version)  # as Triton: an unknown model is 404 whatever the body
+            raise
+        if app.forward is not None:
+            forward_headers(app.forward, req.headers.items(), request)
+        if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
+            request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
+        response = await app.server.infer(request, protocol=Protocol.HTTP)
+    except OpenInferError as exc:
+        log_failure(request.id if request is not None else getattr(exc, "request_id", None), exc.message)
+        raise
     payload, blobs, json_length = encode_response(response, binary_default)
     headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
     if json_length is not None:
