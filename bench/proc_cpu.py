@@ -58,6 +58,6 @@ def measured(pid: int | None, run: Callable[[], dict[str, Any]]) -> dict[str, An
     cpu0, t0 = tree_cpu_seconds(pid), time.monotonic()
     result = run()
     cpu1, t1 = tree_cpu_seconds(pid), time.monotonic()
-    if result.get("throughput"):
+    if result.get("throughput") and cpu1 >= cpu0:  # less: part of the tree went away meanwhile
         result["server_cpu_us"] = (cpu1 - cpu0) / (t1 - t0) / result["throughput"] * 1e6
     return result

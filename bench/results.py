@@ -215,6 +215,8 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
             lines.append(head + f"– | – | – | – | – | – | – | {c['error'][:120]} |")
             continue
         notes = [] if c.get("stable", True) else ["not stable"]
+        if c.get("restarted"):
+            notes.append("server " + c["restarted"])
         if c.get("driver") == "wrk":
             notes.append("wrk")
         srv = c.get("server_count")

@@ -70,9 +70,19 @@ class Server:
     def log(self) -> Path:
         return self.workdir / f"{self.key}.log"
 
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def restart(self) -> str:
+        """Start again after the server exited; what it exited with, for the cell's notes."""
+        code = self.proc.returncode if self.proc is not None else None
+        self.start()
+        return f"restarted after it exited with {code}; see {self.log}"
+
     def start(self, timeout: float = 180.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log = self.log.open("wb")
+        # A restart appends: the log keeps why the server went down.
+        log = self.log.open("ab" if self.proc is not None else "wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         # taskset execs the server in its own place (same pid); what it starts inherits the CPUs.
         pin = ["taskset", "-c", ",".join(map(str, self.cpus))] if self.cpus else []

@@ -63,6 +63,8 @@ def measure(server: servers.Server, proto: str, size: int, conc: int, data: Path
     )
     doc = run_v2(opts)
     level = doc["levels"][0]
+    if not level["throughput"]:
+        raise RunError(f"no throughput ({level['completed']} requests completed)")
     srv = level.get("server") or {}
     return {
         "throughput": level["throughput"],
@@ -205,12 +207,16 @@ def main(argv: list[str]) -> int:
                              "server": server.key, "label": server.label, "protocol": proto,
                              "size": size, "concurrency": conc}
         try:
+            if not server.alive():  # it died in an earlier cell: the rest of the grid still runs
+                c["restarted"] = server.restart()
             pid = server.proc.pid if server.proc is not None else None
             if wrk and proto == "http":  # wrk sends JSON only
                 c.update(measured(pid, lambda: measure_wrk(wrk, server, size, conc, files[size][1], ns)))
             else:
                 c.update(measured(pid, lambda: measure(server, proto, size, conc, files[size][0], ns)))
-        except (RunError, ControlError, OSError, ValueError) as exc:
+            if not server.alive():
+                raise RunError(f"the server exited during the level; see {server.log}")
+        except (RunError, ControlError, OSError, ValueError, RuntimeError) as exc:
             c["error"] = str(exc)
             print(f"\n   failed: {exc}", file=sys.stderr)
         cells.append(c)

@@ -79,3 +79,21 @@ def test_options_for_quick_runs_and_subsets() -> None:
     assert suite.parse([]).out.endswith("bench/RESULTS.md")
     with pytest.raises(SystemExit):
         suite.parse(["--grids", "plain,bogus"])
+
+
+def test_a_server_that_died_is_started_again_and_says_why(tmp_path, monkeypatch) -> None:
+    import os
+    import signal
+
+    monkeypatch.setattr(servers, "RESULTS", tmp_path)
+    server = servers.make("asgi_echo", grids.GRIDS["plain"])
+    server.start(timeout=60)
+    try:
+        assert server.alive()
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(10)
+        assert not server.alive()
+        note = server.restart()
+        assert server.alive() and "exited with -9" in note and str(server.log) in note
+    finally:
+        server.stop()
