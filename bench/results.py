@@ -98,6 +98,7 @@ def _against_triton(by: dict, cells: list[dict[str, Any]], grid: Any, cores: Any
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     behind = []
+    counts = {"default": [0, 0], "in_process": [0, 0]}  # behind, compared
     for proto, size, conc in _points(mine):
         key = (grid, cores, proto, size, conc)
         tr, de, ip = (by.get((s, *key)) for s in ("triton", "openinfer", "openinfer_inproc"))
@@ -107,12 +108,16 @@ def _against_triton(by: dict, cells: list[dict[str, Any]], grid: Any, cores: Any
             f"| {PROTOCOL_NAMES[proto]} | [1,{size}] | {conc} | {_cell(tr)} | {_cell(de)} "
             f"| {_cell(ip)} | {_ratio(de, tr)} | {_ratio(ip, tr)} | {_cpu(tr)} | {_cpu(de)} "
             f"| {_cpu(ip)} |")
-        slow = [f"{mode} {r:.2f}×" for mode, r in
-                (("default", _ratio_value(de, tr)), ("in_process", _ratio_value(ip, tr)))
-                if r is not None and r < BEHIND]
+        ratios = (("default", _ratio_value(de, tr)), ("in_process", _ratio_value(ip, tr)))
+        for mode, r in ratios:
+            if r is not None:
+                counts[mode][0] += r < BEHIND
+                counts[mode][1] += 1
+        slow = [f"{mode} {r:.2f}×" for mode, r in ratios if r is not None and r < BEHIND]
         if slow:
             behind.append(f"- {_where(tr)}: {', '.join(slow)} of Triton's throughput")
-    lines += ["", f"Where openinfer is behind Triton (below {BEHIND:.2f}×):" if behind
+    tally = "; ".join(f"{mode} in {n} of {of}" for mode, (n, of) in counts.items() if of)
+    lines += ["", f"Where openinfer is behind Triton (below {BEHIND:.2f}×; {tally} cells):" if behind
               else f"openinfer is at least {BEHIND:.2f}× of Triton's throughput in every cell "
                    "measured here.", ""]
     lines += behind

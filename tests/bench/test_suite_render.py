@@ -37,6 +37,7 @@ def test_triton_comparison_leads_with_ratios_cpu_and_where_behind() -> None:
     row = next(line for line in section.splitlines() if line.startswith("| gRPC | [1,16] | 16"))
     assert "| 0.75× | 1.10× | 100 | 150 | 90 |" in row
     assert "- gRPC [1,16] c=16: default 0.75× of Triton's throughput" in section
+    assert "(below 0.95×; default in 1 of 1; in_process in 0 of 1 cells):" in section
     assert "in_process 1.10" not in section  # ahead: not listed as behind
 
 
