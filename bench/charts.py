@@ -35,20 +35,42 @@ def panels(cells: list[dict[str, Any]]) -> dict[str, dict[str, list[Point]]]:
     return out
 
 
+def charted(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells the throughput chart shows: the grid without batching (every server in it),
+    on the fewest cores measured, so each line is one server under one setting."""
+    plain = [c for c in cells if c.get("grid", "plain") == "plain"]
+    fewest = min((c.get("cores") or 0 for c in plain), default=0)
+    return [c for c in plain if (c.get("cores") or 0) == fewest]
+
+
+def cores_note(cells: list[dict[str, Any]]) -> str:
+    """The chart's title suffix: on how many cores its servers ran."""
+    counts = {c.get("cores") for c in cells if c.get("cores")}
+    return f" (server on {counts.pop()} core(s))" if len(counts) == 1 else ""
+
+
 def cells_from_markdown(text: str) -> list[dict[str, Any]]:
-    """The cells of a stored RESULTS.md, read back from its "Every run" table."""
+    """The cells of a stored RESULTS.md, read back from its "Every run" table (with or without
+    its grid and cores columns)."""
     protocols = {name: key for key, name in PROTOCOL_NAMES.items()}
     body = text.split("\n## Every run", 1)[1] if "\n## Every run" in text else ""
     cells = []
+    skip = 0
     for line in body.split("\n## ", 1)[0].splitlines():
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cols[:2] == ["Grid", "Cores"]:
+            skip = 2
+        head, cols = cols[:skip], cols[skip:]
         if len(cols) < 7 or cols[1] not in protocols or cols[4] in ("–", ""):
             continue
-        cells.append({
+        cell = {
             "label": cols[0], "server": cols[0], "protocol": protocols[cols[1]],
             "size": int(cols[2].strip("[]").split(",")[1]), "concurrency": int(cols[3]),
             "throughput": float(cols[4].replace(",", "")), "p50_ms": float(cols[5]), "p99_ms": float(cols[6]),
-        })
+        }
+        if head:
+            cell.update(grid=head[0], cores=int(head[1]) if head[1].isdigit() else None)
+        cells.append(cell)
     return cells
 
 
@@ -75,8 +97,8 @@ def draw(cells: list[dict[str, Any]], llm: dict[str, dict[str, list[float]]], ou
     drawn = []
     try:
         path = throughput_latency(panels(cells), out / "throughput_latency.svg",
-                                  title="Throughput against p50 latency, one point per concurrency level" + note)
-        drawn.append(("Throughput against p50 latency per concurrency level and server", path))
+                                  title="No batching: throughput against p50 latency per concurrency level" + note)
+        drawn.append(("Throughput against p50 latency per concurrency level and server, no batching", path))
     except PlotError as exc:
         print(f"charts: throughput/latency not drawn: {exc}", file=sys.stderr)
     try:
@@ -109,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = HERE / "RESULTS.md"
     text = results.read_text()
-    drawn = draw(cells_from_markdown(text), llm_runs(), llm_caption=llm_note())
+    cells = charted(cells_from_markdown(text))
+    drawn = draw(cells, llm_runs(), note=cores_note(cells), llm_caption=llm_note())
     caption = ("Drawn by `python -m bench.charts` from the stored results: the throughput chart from the "
                "table of this run, the LLM distributions from the latest `bench/results/llm.json` (its title "
                "says how it was measured).")

@@ -16,6 +16,7 @@ from openinfer.bench.cli import run_v2
 from openinfer.bench.options import Options
 
 from . import servers
+from .grids import GRIDS
 from .peers import ensure_wrk
 
 CONCURRENCY = 16
@@ -63,7 +64,7 @@ def measure_all(install: bool = True) -> list[dict[str, Any]]:
     from .suite import write_data
 
     data, body = write_data(16)
-    server = servers.make("asgi_echo")
+    server = servers.make("asgi_echo", GRIDS["plain"])
     server.start()
     rows: list[dict[str, Any]] = []
     try:

@@ -19,6 +19,8 @@ PEERS = {
     # 1.7.1's parallel workers at start; 0.21 is what it was released against.
     "mlserver": ["mlserver==1.7.1", "uvloop<0.22"],
     "kserve": ["kserve"],
+    # The wheel carries a complete CPU-only tritonserver (2.51) with its Python backend.
+    "triton": ["nvidia-pytriton==0.7.0", "numpy"],
 }
 
 

@@ -33,7 +33,9 @@ def child_pids(pid: int) -> set[int]:
 
 def tree_cpu_seconds(pid: int, itself: bool = True, skip: set[int] | frozenset[int] = frozenset()) -> float:
     """User plus system CPU seconds of `pid` (unless not `itself`) and all its descendants
-    alive now, but for the children in `skip` (and theirs)."""
+    alive now, but for the children in `skip` (and theirs). Each process's count includes
+    the children it has already reaped, so a worker that exits mid-level does not take its
+    CPU with it."""
     children = _children()
     total, todo = 0.0, [pid] if itself else [c for c in children.get(pid, []) if c not in skip]
     while todo:
@@ -44,7 +46,7 @@ def tree_cpu_seconds(pid: int, itself: bool = True, skip: set[int] | frozenset[i
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / _TICK
+        total += sum(int(f) for f in fields[11:15]) / _TICK  # utime stime cutime cstime
     return total
 
 
@@ -56,6 +58,6 @@ def measured(pid: int | None, run: Callable[[], dict[str, Any]]) -> dict[str, An
     cpu0, t0 = tree_cpu_seconds(pid), time.monotonic()
     result = run()
     cpu1, t1 = tree_cpu_seconds(pid), time.monotonic()
-    if result.get("throughput"):
+    if result.get("throughput") and cpu1 >= cpu0:  # less: part of the tree went away meanwhile
         result["server_cpu_us"] = (cpu1 - cpu0) / (t1 - t0) / result["throughput"] * 1e6
     return result

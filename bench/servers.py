@@ -15,14 +15,14 @@ from pathlib import Path
 
 from openinfer.bench.control import ControlError, connect
 
+from . import repository, triton
+from .grids import BINARY, Grid
 from .peers import ensure_peer
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
-MODEL = "identity_fp32"
-#: The HTTP cells with binary tensors (the binary data extension) instead of JSON.
-BINARY = "http-binary"
+MODEL = repository.MODEL
 
 
 # glibc maps and unmaps every buffer above 128 KiB by default; for [1,65536] FP32 tensors that
@@ -55,6 +55,9 @@ class Server:
     proc: subprocess.Popen[bytes] | None = None
     skip: str = ""  # why it cannot run here
     binary: bool = False  # answers HTTP requests with binary tensors (Triton's extension)
+    batch_dim: bool = True  # the model's first dimension is the batch (left out of `--shape`)
+    cpus: tuple[int, ...] = ()  # pinned there, with every process it starts; () = anywhere
+    workdir: Path = RESULTS  # its log, and its model repository where the bench writes one
 
     def speaks(self, protocol: str) -> bool:
         """Whether a cell of `protocol` runs on this server ("http-binary": HTTP, binary tensors)."""
@@ -63,18 +66,34 @@ class Server:
     def url(self, protocol: str) -> str:  # "http-binary" goes to the HTTP port
         return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
 
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.key}.log"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def restart(self) -> str:
+        """Start again after the server exited; what it exited with, for the cell's notes."""
+        code = self.proc.returncode if self.proc is not None else None
+        self.start()
+        return f"restarted after it exited with {code}; see {self.log}"
+
     def start(self, timeout: float = 180.0) -> None:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        log = (RESULTS / f"{self.key}.log").open("wb")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        # A restart appends: the log keeps why the server went down.
+        log = self.log.open("ab" if self.proc is not None else "wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=log, stderr=log, env=env,
+        # taskset execs the server in its own place (same pid); what it starts inherits the CPUs.
+        pin = ["taskset", "-c", ",".join(map(str, self.cpus))] if self.cpus else []
+        self.proc = subprocess.Popen(pin + self.argv, cwd=self.cwd, stdout=log, stderr=log, env=env,
                                      start_new_session=True)
         deadline = time.monotonic() + timeout
         pending = list(self.protocols)
         while pending:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.label} exited with {self.proc.returncode}; "
-                                   f"see {RESULTS / (self.key + '.log')}")
+                                   f"see {self.log}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"{self.label} not ready after {timeout:.0f} s")
@@ -102,16 +121,16 @@ class Server:
             self.proc.wait(5)
 
 
-def _mlserver(parallel_workers: int | None, install: bool) -> Server:
+def _mlserver(parallel_workers: int | None, install: bool, workdir: Path) -> Server:
     key = "mlserver" if parallel_workers is None else f"mlserver_pw{parallel_workers}"
     label = "MLServer 1.7.1" + (" (parallel_workers: 0)" if parallel_workers == 0 else "")
-    server = Server(key, label, ("http", "grpc"))
+    server = Server(key, label, ("http", "grpc"), workdir=workdir)
     py, why = ensure_peer("mlserver", install)
     if py is None:
         server.skip = why
         return server
     http, grpc, metrics = free_ports(3)
-    folder = RESULTS / key
+    folder = workdir / key
     if folder.exists():
         shutil.rmtree(folder)
     shutil.copytree(HERE / "models" / "mlserver", folder)
@@ -125,8 +144,8 @@ def _mlserver(parallel_workers: int | None, install: bool) -> Server:
     return server
 
 
-def _kserve(install: bool) -> Server:
-    server = Server("kserve", "KServe", ("http", "grpc"), binary=True)
+def _kserve(install: bool, workdir: Path) -> Server:
+    server = Server("kserve", "KServe", ("http", "grpc"), binary=True, workdir=workdir)
     py, why = ensure_peer("kserve", install)
     if py is None:
         server.skip = why
@@ -138,18 +157,17 @@ def _kserve(install: bool) -> Server:
     return server
 
 
-def _openinfer(in_process: bool = False) -> Server:
-    """openinfer serving the example identity model: by default (as Triton does) in a worker
-    process; with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`."""
+def _openinfer(grid: Grid, workdir: Path, in_process: bool = False) -> Server:
+    """openinfer serving the grid's repository: by default (as Triton does) in a worker process;
+    with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`."""
     key, label = ("openinfer_inproc", "openinfer (in_process)") if in_process else ("openinfer", "openinfer")
-    server = Server(key, label, ("http", "grpc"), binary=True)
-    exe = ROOT / ".venv" / "bin" / "openinfer"
-    repo = ROOT / "examples" / "model_repository"
-    if not exe.exists() or not (repo / MODEL).exists():
-        server.skip = f"needs {exe.relative_to(ROOT)} and {repo.relative_to(ROOT)}/{MODEL}"
+    server = Server(key, label, ("http", "grpc"), binary=True, batch_dim=grid.batching, workdir=workdir)
+    # The launcher beside the interpreter running the bench, so that both run the same code.
+    exe = Path(sys.executable).parent / "openinfer"
+    if not exe.exists():
+        server.skip = f"needs {exe} (make install-test)"
         return server
-    if in_process:
-        repo = _in_process_repository(repo / MODEL, RESULTS / key)
+    repo = repository.write(workdir / key, grid.batching, in_process)
     http, grpc, metrics = free_ports(3)
     server.argv = [str(exe), "serve", "--model-repository", str(repo), "--http-port", str(http),
                    "--grpc-port", str(grpc), "--metrics-port", str(metrics),
@@ -158,22 +176,30 @@ def _openinfer(in_process: bool = False) -> Server:
     return server
 
 
-def _in_process_repository(model: Path, folder: Path) -> Path:
-    """A one-model repository: the example model, its config asking for `execution_mode: in_process`."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    shutil.copytree(model, folder / MODEL)
-    config = folder / MODEL / "config.pbtxt"
-    config.write_text(config.read_text() + '\nparameters { key: "execution_mode" '
-                      'value { string_value: "in_process" } }\n')
-    return folder
+def _triton(grid: Grid, install: bool, workdir: Path) -> Server:
+    """Triton 2.51 (CPU build) on the same repository openinfer's default mode serves."""
+    server = Server("triton", "Triton 2.51", ("http", "grpc"), binary=True, batch_dim=grid.batching,
+                    workdir=workdir)
+    py, why = ensure_peer("triton", install)
+    layout = None
+    if py is not None:
+        layout, why = triton.prepare(py)
+    if layout is None:
+        server.skip = why
+        return server
+    repo = repository.write(workdir / "triton", grid.batching)
+    http, grpc, metrics = free_ports(3)
+    server.argv = triton.argv(layout, repo, http, grpc, metrics)
+    server.env = triton.env(layout)
+    server.http_port, server.grpc_port = http, grpc
+    return server
 
 
-def _echo(kind: str) -> Server:
+def _echo(kind: str, workdir: Path) -> Server:
     key, label = {"http": ("asgi_echo", "bare ASGI echo (ceiling)"),
                   "grpc": ("grpc_echo", "bare grpc.aio echo (ceiling)")}[kind]
     (port,) = free_ports(1)
-    server = Server(key, label, (kind,), env=dict(TUNED_MALLOC))
+    server = Server(key, label, (kind,), env=dict(TUNED_MALLOC), workdir=workdir)
     server.argv = [sys.executable, "-m", "openinfer.bench.echo", kind, "--port", str(port)]
     if kind == "grpc":
         server.grpc_port = port
@@ -182,25 +208,32 @@ def _echo(kind: str) -> Server:
     return server
 
 
-ALL = ("openinfer", "openinfer_inproc", "mlserver", "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")
+ALL = ("triton", "openinfer", "openinfer_inproc", "mlserver", "mlserver_pw0", "kserve", "asgi_echo",
+       "grpc_echo")
 
 
-def make(key: str, install: bool = True, tune_malloc: bool = False) -> Server:
-    server = _make(key, install)
+def make(key: str, grid: Grid, cpus: tuple[int, ...] = (), install: bool = True,
+         tune_malloc: bool = False) -> Server:
+    """Server `key` for `grid`, pinned to `cpus`; its files under results/<grid>-<n>cpu/."""
+    workdir = RESULTS / f"{grid.key}-{len(cpus) or 'all'}cpu"
+    server = _make(key, grid, install, workdir)
+    server.cpus = cpus
     if tune_malloc:
         server.env.update(TUNED_MALLOC)
     return server
 
 
-def _make(key: str, install: bool) -> Server:
+def _make(key: str, grid: Grid, install: bool, workdir: Path) -> Server:
+    if key == "triton":
+        return _triton(grid, install, workdir)
     if key in ("openinfer", "openinfer_inproc"):
-        return _openinfer(in_process=key == "openinfer_inproc")
+        return _openinfer(grid, workdir, in_process=key == "openinfer_inproc")
     if key == "mlserver":
-        return _mlserver(None, install)
+        return _mlserver(None, install, workdir)
     if key == "mlserver_pw0":
-        return _mlserver(0, install)
+        return _mlserver(0, install, workdir)
     if key == "kserve":
-        return _kserve(install)
+        return _kserve(install, workdir)
     if key in ("asgi_echo", "grpc_echo"):
-        return _echo("http" if key == "asgi_echo" else "grpc")
+        return _echo("http" if key == "asgi_echo" else "grpc", workdir)
     raise ValueError(f"unknown server {key!r}; choose from {', '.join(ALL)}")

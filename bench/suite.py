@@ -1,10 +1,13 @@
-"""Runs the comparison matrix: servers × protocol × shape × concurrency, then writes RESULTS.md."""
+"""Runs the comparison: each grid (one model configuration for all its servers) on each core
+setting, servers × protocol × shape × concurrency, then writes RESULTS.md."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,10 @@ from openinfer.bench.options import Options
 from openinfer.bench.progress import RunProgress
 from openinfer.bench.runner import RunError
 
-from . import results, servers
-from .proc_cpu import measured
+from . import grids, results, servers
+from .grids import BINARY, Phase
 from .peers import ensure_wrk
+from .proc_cpu import measured
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,16 +51,20 @@ def write_data(size: int) -> tuple[Path, Path]:
 
 def measure(server: servers.Server, proto: str, size: int, conc: int, data: Path,
             ns: argparse.Namespace) -> dict[str, Any]:
+    # Always [1,N] on the wire; `--shape` leaves the batch dimension out where the model has one.
+    shape = [size] if server.batch_dim else [1, size]
     opts = Options(
-        model=servers.MODEL, url=server.url(proto), protocol="http" if proto == servers.BINARY else proto,
-        binary=proto == servers.BINARY,
-        shapes={"INPUT0": [size]}, input_data=str(data), concurrency=[conc],
+        model=servers.MODEL, url=server.url(proto), protocol="http" if proto == BINARY else proto,
+        binary=proto == BINARY,
+        shapes={"INPUT0": shape}, input_data=str(data), concurrency=[conc],
         measurement_interval_ms=ns.interval_ms, max_trials=ns.max_trials,
         stability_percentage=ns.stability, warmup_ms=ns.warmup_ms,
         validate_every=1 if size <= 4096 else ns.validate_every_large,
     )
     doc = run_v2(opts)
     level = doc["levels"][0]
+    if not level["throughput"]:
+        raise RunError(f"no throughput ({level['completed']} requests completed)")
     srv = level.get("server") or {}
     return {
         "throughput": level["throughput"],
@@ -85,7 +93,7 @@ def best_of_rounds(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One cell per server and point: the round with the highest throughput (errors lose)."""
     best: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c in cells:
-        key = (c["server"], c["protocol"], c["size"], c["concurrency"])
+        key = (c.get("grid"), c.get("cores"), c["server"], c["protocol"], c["size"], c["concurrency"])
         old = best.get(key)
         if old is None or (old.get("error") and not c.get("error")) or (
             not c.get("error") and c["throughput"] > old.get("throughput", 0)
@@ -98,10 +106,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--servers", default=",".join(servers.ALL),
                    help=f"comma-separated subset of {','.join(servers.ALL)}")
+    p.add_argument("--grids", default=",".join(grids.GRIDS),
+                   help="plain: no batching anywhere; batching: max_batch_size 8 with dynamic "
+                        "batching (Triton and openinfer)")
+    p.add_argument("--cores", default="1,2",
+                   help="server core settings: 1 = the server on one core, the load generator on "
+                        "the others; 2 = the server on two (shared with the generator on a 2-core machine)")
     p.add_argument("--protocols", default="http,grpc")
     p.add_argument("--sizes", default="16,65536", help="FP32 elements per request ([1,N])")
     p.add_argument("--concurrency", default="1,16")
-    p.add_argument("--binary-sizes", default="65536",
+    p.add_argument("--binary-sizes", default="16,65536",
                    help="sizes of the HTTP cells with binary tensors (empty: none); servers "
                         "without the binary data extension sit them out")
     p.add_argument("--interval-ms", type=int, default=2000)
@@ -111,9 +125,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--validate-every-large", type=int, default=4,
                    help="check values of one large response in N (status always checked)")
     p.add_argument("--order", choices=["interleaved", "server"], default="interleaved",
-                   help="interleaved: all servers up, each point measured on each in turn")
+                   help="interleaved: all servers of a grid up, each point measured on each in turn")
     p.add_argument("--rounds", type=int, default=2,
-                   help="measure the whole grid this many times and keep each cell's best")
+                   help="measure each grid this many times and keep each cell's best")
     p.add_argument("--tune-malloc", action="store_true",
                    help="raise glibc's mmap/trim thresholds for every server, not only the "
                         "ceilings")
@@ -121,18 +135,37 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--client-cost", action=argparse.BooleanOptionalAction, default=True,
                    help="also measure what each HTTP client costs per request")
     p.add_argument("--no-install", action="store_true", help="skip peers not yet installed")
-    p.add_argument("--out", default=str(HERE / "RESULTS.md"))
+    p.add_argument("--out", default=None,
+                   help="where the results go (default: bench/RESULTS.md, which also updates the "
+                        "README; with --quick bench/results/RESULTS.quick.md)")
     p.add_argument("--llm", action=argparse.BooleanOptionalAction, default=True,
                    help="also the LLM row (bench/llm.py): the OpenAI endpoint against in-process")
-    p.add_argument("--quick", action="store_true", help="short windows: a smoke run")
+    p.add_argument("--quick", action="store_true",
+                   help="short windows, one round: a smoke run, labelled as such")
     p.add_argument("--charts", action=argparse.BooleanOptionalAction, default=True,
                    help="draw bench/charts/*.svg (matplotlib, the plot extra) and embed them in RESULTS.md")
     p.add_argument("--onnx-peers", action=argparse.BooleanOptionalAction, default=True,
                    help="then the ONNX comparison (bench/onnx_peers.py), under the same progress line")
     ns = p.parse_args(argv)
+    unknown = {*_csv(ns.grids, str)} - set(grids.GRIDS)
+    if unknown:
+        p.error(f"unknown grid(s) {', '.join(sorted(unknown))}; choose from {', '.join(grids.GRIDS)}")
     if ns.quick:
-        ns.interval_ms, ns.max_trials, ns.warmup_ms = 1000, 3, 300
+        ns.interval_ms, ns.max_trials, ns.warmup_ms, ns.rounds = 1000, 3, 300, 1
+    if ns.out is None:
+        ns.out = str(servers.RESULTS / "RESULTS.quick.md" if ns.quick else HERE / "RESULTS.md")
     return ns
+
+
+@contextmanager
+def client_on(cpus: tuple[int, ...]) -> Iterator[None]:
+    """The load generator (this process and the workers it spawns) on `cpus` meanwhile."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def main(argv: list[str]) -> int:
@@ -149,81 +182,92 @@ def main(argv: list[str]) -> int:
     cells: list[dict[str, Any]] = []
     skipped: dict[str, str] = {}
     started: list[servers.Server] = []
+    phases = grids.plan(_csv(ns.grids, str), _csv(ns.cores), _csv(ns.servers, str),
+                        grids.points(protocols, sizes, binary_sizes, concs))
 
-    def start(key: str) -> servers.Server | None:
-        server = servers.make(key, install=not ns.no_install, tune_malloc=ns.tune_malloc)
+    def start(key: str, phase: Phase) -> servers.Server | None:
+        server = servers.make(key, phase.grid, phase.cores.server, install=not ns.no_install,
+                              tune_malloc=ns.tune_malloc)
         if not server.skip:
-            print(f"== starting {server.label}", file=sys.stderr)
+            print(f"== starting {server.label} ({phase.grid.key}, {phase.cores.count} core(s))",
+                  file=sys.stderr)
             try:
                 server.start()
                 started.append(server)
                 return server
             except RuntimeError as exc:
                 server.skip = str(exc)
-        skipped[server.label] = server.skip
+        skipped[f"{server.label} ({phase.grid.key}, {phase.cores.count} core(s))"] = server.skip
         print(f"skipping {server.label}: {server.skip}", file=sys.stderr)
         return None
 
-    def cell(server: servers.Server, proto: str, size: int, conc: int) -> None:
-        run.begin(f"{server.label} {proto} [1,{size}] c={conc}")
-        c: dict[str, Any] = {"server": server.key, "label": server.label, "protocol": proto,
+    def cell(phase: Phase, server: servers.Server, proto: str, size: int, conc: int) -> None:
+        run.begin(f"{phase.grid.key} {phase.cores.count}c {server.label} {proto} [1,{size}] c={conc}")
+        c: dict[str, Any] = {"grid": phase.grid.key, "cores": phase.cores.count,
+                             "server": server.key, "label": server.label, "protocol": proto,
                              "size": size, "concurrency": conc}
         try:
+            if not server.alive():  # it died in an earlier cell: the rest of the grid still runs
+                c["restarted"] = server.restart()
             pid = server.proc.pid if server.proc is not None else None
             if wrk and proto == "http":  # wrk sends JSON only
                 c.update(measured(pid, lambda: measure_wrk(wrk, server, size, conc, files[size][1], ns)))
             else:
                 c.update(measured(pid, lambda: measure(server, proto, size, conc, files[size][0], ns)))
-        except (RunError, ControlError, OSError) as exc:
+            if not server.alive():
+                raise RunError(f"the server exited during the level; see {server.log}")
+        except (RunError, ControlError, OSError, ValueError, RuntimeError) as exc:
             c["error"] = str(exc)
             print(f"\n   failed: {exc}", file=sys.stderr)
         cells.append(c)
         run.step_done()
 
-    grid = [(p, size, conc) for p in protocols for size in sizes for conc in concs]
-    grid += [(servers.BINARY, size, conc) for size in binary_sizes for conc in concs]
-    keys = _csv(ns.servers, str)
-    steps = ns.rounds * sum(1 for k in keys for proto, _, _ in grid if _speaks(k, proto))
-    run = RunProgress(steps + int(ns.llm) + (_onnx_steps() if ns.onnx_peers else 0)).__enter__()
-    try:
-        if ns.order == "server":  # one server up at a time
-            for key in keys:
-                server = start(key)
-                if server is None:
-                    continue
-                for _ in range(ns.rounds):
-                    for proto, size, conc in grid:
-                        if server.speaks(proto):
-                            cell(server, proto, size, conc)
-                server.stop()
-        else:  # all up, every cell measured on each server in turn: drift hits all alike
-            ups = [s for s in (start(k) for k in keys) if s is not None]
+    def measure_phase(phase: Phase, ups: list[servers.Server]) -> None:
+        with client_on(phase.cores.client):
             for _ in range(ns.rounds):
-                for proto, size, conc in grid:
+                for proto, size, conc in phase.points:
                     for server in ups:
                         if server.speaks(proto):
-                            cell(server, proto, size, conc)
+                            cell(phase, server, proto, size, conc)
+
+    steps = ns.rounds * sum(phase.cells() for phase in phases)
+    run = RunProgress(steps + int(ns.llm) + (_onnx_steps() if ns.onnx_peers else 0)).__enter__()
+    try:
+        for phase in phases:
+            if ns.order == "server":  # one server up at a time
+                for key in phase.servers:
+                    server = start(key, phase)
+                    if server is not None:
+                        measure_phase(phase, [server])
+                        server.stop()
+            else:  # all up, every cell measured on each server in turn: drift hits all alike
+                ups = [s for s in (start(k, phase) for k in phase.servers) if s is not None]
+                measure_phase(phase, ups)
+                for server in ups:
+                    server.stop()
     finally:
         for server in started:
             server.stop()
     cells = best_of_rounds(cells)
-    order_note = ("all servers up, each point measured on every server in turn"
+    order_note = ("all servers of a grid up, each point measured on every server in turn"
                   if ns.order == "interleaved" else "one server up at a time")
     if ns.rounds > 1:
         order_note += f", best of {ns.rounds} rounds per cell"
     settings = {"malloc_note": "every server" if ns.tune_malloc else "the ceilings only",
                 "order_note": order_note, "load_at_start": load_at_start,
                 "interval_ms": ns.interval_ms, "max_trials": ns.max_trials,
-                "stability": ns.stability,
+                "stability": ns.stability, "quick": ns.quick,
+                "grids": {p.grid.key: p.grid.title for p in phases},
+                "cores": {p.cores.count: p.cores.note for p in phases},
                 "validation": f"every response up to [1,4096], one in "
                               f"{ns.validate_every_large} above; status always"}
     if ns.client_cost:
         from .client_cost import measure_all
 
         settings["client_cost"] = measure_all(install=not ns.no_install)
-    (servers.RESULTS / "latest.json").write_bytes(
+    (servers.RESULTS / ("latest.quick.json" if ns.quick else "latest.json")).write_bytes(
         orjson.dumps({"cells": cells, "skipped": skipped, "settings": settings},
-                     option=orjson.OPT_INDENT_2))
+                     option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
     text = results.render(cells, skipped, settings)
     if ns.llm:
         from . import llm
@@ -235,7 +279,10 @@ def main(argv: list[str]) -> int:
         from . import charts
 
         llm = charts.llm_runs() if ns.llm else {}
-        text = charts.embed(text, charts.draw(cells, llm, llm_caption=charts.llm_note() if llm else ""))
+        base = Path(ns.out).resolve().parent  # bench/charts/ only for the committed results
+        shown = charts.charted(cells)
+        text = charts.embed(text, charts.draw(shown, llm, out=base / "charts", note=charts.cores_note(shown),
+                                              llm_caption=charts.llm_note() if llm else ""), base=base)
     Path(ns.out).write_text(text)
     if Path(ns.out).resolve() == (HERE / "RESULTS.md").resolve():
         from . import readme
@@ -249,14 +296,6 @@ def main(argv: list[str]) -> int:
     run.__exit__()
     print(text)
     return status
-
-
-def _speaks(key: str, protocol: str) -> bool:
-    """Whether a server key runs cells of `protocol`, for counting the run's steps before any
-    server starts."""
-    if protocol == servers.BINARY:
-        return key in ("openinfer", "openinfer_inproc", "kserve")
-    return protocol in {"asgi_echo": ("http",), "grpc_echo": ("grpc",)}.get(key, ("http", "grpc"))
 
 
 def _onnx_steps() -> int:

@@ -1,57 +1,94 @@
-"""``make bench``'s RESULTS.md: ratios against the faster MLServer and the stack ceiling."""
+"""``make bench``'s RESULTS.md: openinfer against Triton first, per grid and core setting, then
+the other servers of the grid without batching, then every run."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from bench import charts, readme
 from bench.results import render
 
-
-def _cell(server: str, tput: float, proto: str = "http") -> dict[str, object]:
-    return {"server": server, "label": server, "protocol": proto, "size": 16, "concurrency": 16,
-            "throughput": tput, "p50_ms": 1.0, "p99_ms": 2.0, "completed": 100,
-            "server_count": 100, "client_cpu": 10.0, "stable": True}
+SETTINGS: dict[str, Any] = {"interval_ms": 2000, "stability": 15, "max_trials": 4,
+                            "grids": {"plain": "no batching", "batching": "dynamic batching"},
+                            "cores": {1: "server on CPU 0", 2: "server on CPU 0,1"}}
 
 
-def test_summary_ratios() -> None:
-    cells = [_cell("openinfer", 3000), _cell("mlserver", 500), _cell("mlserver_pw0", 1000),
-             _cell("kserve", 900), _cell("asgi_echo", 15000),
-             {**_cell("openinfer", 0, "grpc"), "error": "boom"}]
-    text = render(cells, {"KServe (gRPC)": "did not install"},
-                  {"interval_ms": 2000, "stability": 15, "max_trials": 4})
-    row = next(line for line in text.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
-    assert "3.00×" in row  # against the faster MLServer (parallel_workers: 0)
-    assert "0.20×" in row  # against the bare ASGI echo
-    assert "(pw0)" in row
-    assert "failed" in text and "did not install" in text
+def _cell(server: str, tput: float, proto: str = "http", grid: str = "plain", cores: int = 1,
+          cpu: float | None = None) -> dict[str, Any]:
+    cell: dict[str, Any] = {
+        "grid": grid, "cores": cores, "server": server, "label": server, "protocol": proto,
+        "size": 16, "concurrency": 16, "throughput": tput, "p50_ms": 1.0, "p99_ms": 2.0,
+        "completed": 100, "server_count": 100, "client_cpu": 10.0, "stable": True}
+    if cpu is not None:
+        cell["server_cpu_us"] = cpu
+    return cell
 
 
-def test_openinfer_compared_by_its_faster_setting() -> None:
-    cells = [_cell("openinfer", 2000), _cell("openinfer_inproc", 4000), _cell("mlserver_pw0", 1000),
-             _cell("asgi_echo", 10000)]
-    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
-    row = next(line for line in text.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
-    assert "(in-proc)" in row and "4.00×" in row and "0.40×" in row
-    assert "| openinfer | HTTP JSON |" in text and "| openinfer_inproc | HTTP JSON |" in text
+def _section(text: str, start: str, end: str = "\n## ") -> str:
+    return text.split(start, 1)[1].split(end, 1)[0]
 
 
-def test_default_mode_against_in_process_and_each_peer_with_server_cpu() -> None:
-    cells = [{**_cell("openinfer", 3000, "grpc"), "server_cpu_us": 120.0},
-             {**_cell("openinfer_inproc", 4000, "grpc"), "server_cpu_us": 90.0},
-             _cell("kserve", 2000, "grpc"), _cell("mlserver_pw0", 1500, "grpc")]
-    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
-    section = text.split("## The default mode", 1)[1].split("## Every run", 1)[0]
+def test_triton_comparison_leads_with_ratios_cpu_and_where_behind() -> None:
+    cells = [_cell("triton", 4000, "grpc", cpu=100.0), _cell("openinfer", 3000, "grpc", cpu=150.0),
+             _cell("openinfer_inproc", 4400, "grpc", cpu=90.0), _cell("mlserver", 500, "grpc")]
+    text = render(cells, {}, SETTINGS)
+    assert text.index("## openinfer against Triton") < text.index("## Other servers")
+    section = _section(text, "### Plain grid, server on 1 core(s)", "\n### ")
     row = next(line for line in section.splitlines() if line.startswith("| gRPC | [1,16] | 16"))
-    assert "| 0.75× | 2.00× | 1.50× | 120 | 90 |" in row
-    assert "| openinfer | gRPC | [1,16] | 16 | 3,000 |" in text and "| 120 |" in text
+    assert "| 0.75× | 1.10× | 100 | 150 | 90 |" in row
+    assert "- gRPC [1,16] c=16: default 0.75× of Triton's throughput" in section
+    assert "(below 0.95×; default in 1 of 1; in_process in 0 of 1 cells):" in section
+    assert "in_process 1.10" not in section  # ahead: not listed as behind
 
 
-def test_binary_rows_follow_json_and_grpc_without_a_ceiling() -> None:
-    cells = [_cell("openinfer", 900, "http-binary"), _cell("openinfer_inproc", 1000, "http-binary"),
-             _cell("kserve", 60, "http-binary"), _cell("openinfer", 2000, "grpc"), _cell("openinfer", 3000)]
-    text = render(cells, {}, {"interval_ms": 2000, "stability": 15, "max_trials": 4})
-    summary = text.split("## The default mode", 1)[0]
-    rows = [line for line in summary.splitlines() if line.startswith("| HTTP") or line.startswith("| gRPC")]
+def test_each_grid_and_core_setting_has_its_own_table() -> None:
+    cells = [_cell(s, t, grid=g, cores=n) for g in ("plain", "batching") for n in (1, 2)
+             for s, t in (("triton", 1000), ("openinfer", 1000), ("openinfer_inproc", 1000))]
+    text = render(cells, {}, SETTINGS)
+    heads = [line for line in text.splitlines() if line.startswith("### ")]
+    assert heads == ["### Plain grid, server on 1 core(s)", "### Plain grid, server on 2 core(s)",
+                     "### Batching grid, server on 1 core(s)", "### Batching grid, server on 2 core(s)"]
+    assert "openinfer is at least 0.95× of Triton's throughput in every cell" in text
+    assert "## Other servers" not in text  # no peer measured
+
+
+def test_peers_compared_only_without_batching() -> None:
+    cells = [_cell("openinfer", 2000), _cell("openinfer_inproc", 4000), _cell("mlserver_pw0", 1000),
+             _cell("kserve", 500), _cell("asgi_echo", 10000),
+             _cell("openinfer", 9000, grid="batching"), _cell("triton", 9000, grid="batching")]
+    text = render(cells, {"KServe (plain, 1 core(s))": "did not install"}, SETTINGS)
+    peers = _section(text, "## Other servers, no batching")
+    row = next(line for line in peers.splitlines() if line.startswith("| HTTP JSON | [1,16] | 16"))
+    assert "(in-proc)" in row and "(pw0)" in row
+    assert row.endswith("| 4.00× | 8.00× | 0.40× |")
+    assert "9,000" not in peers  # the batching grid is no peer's
+    assert "| batching | 1 | openinfer | HTTP JSON |" in text and "did not install" in text
+
+
+def test_rows_follow_protocol_order_and_failures_show() -> None:
+    cells = [_cell("triton", 900, "http-binary"), _cell("openinfer", 1000, "http-binary"),
+             _cell("triton", 2000, "grpc"), {**_cell("openinfer", 0, "grpc"), "error": "boom"},
+             _cell("triton", 3000), _cell("openinfer", 3000)]
+    text = render(cells, {}, SETTINGS)
+    section = _section(text, "### Plain grid, server on 1 core(s)", "\n### ")
+    rows = [r for r in section.splitlines() if r.startswith(("| HTTP", "| gRPC"))]
     assert [r.split(" | ")[0] for r in rows] == ["| HTTP JSON", "| gRPC", "| HTTP binary"]
-    assert rows[2].endswith("| – | – |")  # neither MLServer nor a ceiling speaks it
-    section = text.split("## The default mode", 1)[1].split("## Every run", 1)[0]
-    row = next(line for line in section.splitlines() if line.startswith("| HTTP binary"))
-    assert "| 0.90× | – | 15.00× |" in row
+    assert "failed" in rows[1] and "boom" in text
+
+
+def test_quick_runs_say_so_and_readme_summary_keeps_the_lead() -> None:
+    cells = [_cell("triton", 1000), _cell("openinfer", 800)]
+    text = render(cells, {}, {**SETTINGS, "quick": True})
+    assert "**Quick run**" in text
+    summary = readme.summary(text)
+    assert summary.lstrip().startswith("**Quick run**")
+    assert "## openinfer against Triton" in summary and "## Every run" not in summary
+
+
+def test_every_run_table_reads_back_for_the_charts() -> None:
+    cells = [_cell("triton", 1000, cores=n) for n in (1, 2)] + [_cell("openinfer", 700, grid="batching")]
+    back = charts.cells_from_markdown(render(cells, {}, SETTINGS))
+    assert {(c["grid"], c["cores"], c["server"], c["throughput"]) for c in back} == {
+        ("plain", 1, "triton", 1000.0), ("plain", 2, "triton", 1000.0), ("batching", 1, "openinfer", 700.0)}
+    assert [(c["grid"], c["cores"]) for c in charts.charted(back)] == [("plain", 1)]
+    assert charts.cores_note(charts.charted(back)) == " (server on 1 core(s))"
