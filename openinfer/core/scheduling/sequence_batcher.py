@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
-from ..errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
+from ..errors import CancelledError, InternalError, InvalidArgumentError, OpenInferError, UnavailableError
 from ..responses import NullSender, ResponseSender
 from ..stats import ModelStats
 from ..types import InferRequest, InferResponse
@@ -169,6 +169,18 @@ class SequenceBatcher(Scheduler):
         if self.active.get(sequence.id) is sequence:
             del self.active[sequence.id]
 
+    def _break(self, sequence: Sequence) -> None:
+        """A request of `sequence` did not run, or its instance lost the state: the sequence
+        ends here, and its waiting and later requests fail with Triton's missing-START error
+        instead of running on state that misses a step (a new START begins it again)."""
+        self._close(sequence)
+        error = InvalidArgumentError(
+            f"inference request for sequence {sequence.id} to model '{self.model_name}' must "
+            f"specify the START flag on the first request of the sequence"
+        )
+        while sequence.pending:
+            sequence.pending.popleft().sender.fail(error)
+
     def _release_if_done(self, sequence: Sequence) -> None:
         if sequence.ended and not sequence.pending and not sequence.busy:
             if sequence.timer is not None:
@@ -230,6 +242,19 @@ class SequenceBatcher(Scheduler):
         for sequence in sequences:
             sequence.busy = True
         try:
+            running = []  # a request cancelled while it waited is dropped, and its sequence ends
+            for sequence, entry in zip(sequences, entries):
+                if entry.request.state.cancelled is not None and entry.request.state.cancelled.is_set():
+                    entry.request.state.failure_reason = "CANCELED"
+                    entry.sender.fail(CancelledError("the request was cancelled before it ran"))
+                    self._break(sequence)
+                else:
+                    running.append(sequence)
+            if not running:
+                return
+            if len(running) < len(sequences):  # a dropped request's row keeps its place, as a null
+                rows = [row if row is None or row in running else None for row in rows]
+                entries = [e for s, e in zip(sequences, entries) if s in running]
             template = entries[0].request
             senders = [e.sender for e in entries]
             if ordering is not None:
@@ -252,9 +277,12 @@ class SequenceBatcher(Scheduler):
                     sender = NullSender(request)
                 requests.append((request, sender))
             if any(type(sender) is not NullSender for _, sender in requests):
-                await run_batch(
+                ran = await run_batch(
                     instance, [r for r, _ in requests], [s for _, s in requests], self.stats, self.model_name
                 )
+                if not ran:  # the instance failed (its process died, say): whatever state it
+                    for sequence in running:  # kept for these sequences is gone with it
+                        self._break(sequence)
         finally:
             for sequence in sequences:
                 sequence.busy = False
