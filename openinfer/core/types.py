@@ -61,6 +61,11 @@ class RequestState:
     #: A null request: it fills a sequence slot without a request; it is not counted.
     null: bool = False
 
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the caller stopped listening or asked the model to stop."""
+        return self.cancelled is not None and self.cancelled.is_set()
+
     def cancel_event(self) -> threading.Event:
         """The request's cancellation event, made on first use."""
         if self.cancelled is None:

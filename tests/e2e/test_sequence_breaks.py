@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import urllib.request
 
 import numpy as np
@@ -16,6 +15,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from tests.hardening.oracle import wait_until
 from tests.helpers import Server, write_model
 
 CONFIG = """
@@ -92,14 +92,6 @@ def _pending(server: Server) -> float:
     return 0.0
 
 
-def _until(condition) -> None:
-    """Wait for what the server does off the client's thread; bounded, so a server that never
-    gets there fails the assertions that follow instead of hanging."""
-    deadline = time.monotonic() + 30
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
 def _leave_http(server: Server, sequence: int, value: int) -> None:
     """A START sent over HTTP by a client that closes its connection once it waits."""
     body = json.dumps({"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
@@ -107,7 +99,7 @@ def _leave_http(server: Server, sequence: int, value: int) -> None:
     with socket.create_connection(("127.0.0.1", server.http_port)) as conn:
         conn.sendall(b"POST /v2/models/one_slot/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
-        _until(lambda: _pending(server) >= 1)
+        wait_until(lambda: _pending(server) >= 1)
 
 
 def _leave_grpc(server: Server, sequence: int, value: int) -> None:
@@ -115,7 +107,7 @@ def _leave_grpc(server: Server, sequence: int, value: int) -> None:
     client = grpcclient.InferenceServerClient(server.grpc_url)
     call = client.async_infer("one_slot", [_tensor(grpcclient, value)], callback=lambda **_: None,
                               sequence_id=sequence, sequence_start=True)
-    _until(lambda: _pending(server) >= 1)
+    wait_until(lambda: _pending(server) >= 1)
     call.cancel()
     client.close()
 
@@ -128,7 +120,7 @@ def test_a_start_dropped_while_it_waited_ends_its_sequence(server, leave):
     assert _step(client, holder, 5, start=True) == 5  # holds the only slot
     failures = _failures(server)
     leave(server, dropped, 100)  # waits in the backlog behind the holder, then its client leaves
-    _until(lambda: _failures(server) > failures)
+    wait_until(lambda: _failures(server) > failures)
     assert _step(client, holder, 1, end=True) == 6  # the slot is free: the dropped START's turn
     with pytest.raises(InferenceServerException) as error:
         _step(client, dropped, 7)  # never a sum built on the holder's state

@@ -86,9 +86,10 @@ def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray]
         if descriptor is None:
             try:
                 descriptor = shm_files.write(raw)
-            except shm_files.SharedMemoryFull:
+            except shm_files.SharedMemoryFull as shortage:
                 if raw.nbytes > INLINE_MAX:
                     raise
+                shm_files.warn_once(shortage)
                 return None  # /dev/shm is short: the bytes go in the frame itself
             files.append(descriptor)
         return descriptor

@@ -57,9 +57,11 @@ class Arena:
         try:
             if create:
                 os.ftruncate(fd, _ARENA_HEADER + ARENA_SIZE)
-                if not shm_files.reserve(fd, 0, _ARENA_HEADER):
+                try:
+                    shm_files.reserve(fd, 0, _ARENA_HEADER)
+                except shm_files.SharedMemoryFull:
                     os.unlink(path)
-                    raise shm_files.SharedMemoryFull(shm_files.full_message(_ARENA_HEADER))
+                    raise
             self.region = mmap.mmap(fd, _ARENA_HEADER + ARENA_SIZE)
         except BaseException:
             os.close(fd)
@@ -115,11 +117,14 @@ class Arena:
         """Reserve the ring's pages up to `needed` bytes (a step further where that fits)."""
         if self.closed:
             return False
-        wanted = min(ARENA_SIZE, max(needed, self._reserved + _RESERVE_STEP))
-        for upto in (wanted, needed) if wanted > needed else (needed,):
-            if shm_files.reserve(self._fd, _ARENA_HEADER + self._reserved, upto - self._reserved):
-                self._reserved = upto
-                return True
+        step = min(ARENA_SIZE, max(needed, self._reserved + _RESERVE_STEP))
+        for upto in dict.fromkeys((step, needed)):  # the step first, then the put alone
+            try:
+                shm_files.reserve(self._fd, _ARENA_HEADER + self._reserved, upto - self._reserved)
+            except shm_files.SharedMemoryFull:
+                continue  # a step too many: try what the put needs alone
+            self._reserved = upto
+            return True
         return False
 
     def mark(self) -> tuple[int, int]:

@@ -4,7 +4,7 @@ use: no page of /dev/shm is written before it is reserved.
 A mapped write to a page that a full /dev/shm cannot supply ends the writing process with
 SIGBUS, and Docker and Kubernetes give a container only 64 MB. So pages are reserved first
 (`posix_fallocate`, which fails with ENOSPC instead). A reservation that fails sends the
-tensor through the socket instead (`ipc`), and the first such failure is logged once, with
+tensor through the socket instead (`ipc`), and the first tensor sent so is logged once, with
 what to do about it.
 """
 
@@ -25,30 +25,33 @@ _warned = False
 
 
 class SharedMemoryFull(Exception):
-    """Not an OSError: the channel treats those as the other side being gone."""
+    """Not an OSError: the channel treats those as the other side being gone. Carries Triton's
+    words for shared memory that cannot grow, and what was asked for."""
+
+    def __init__(self, size: int, why: str) -> None:
+        super().__init__(
+            f"Failed to increase the shared memory pool size to hold a {size}-byte tensor in "
+            f"{SHM_DIR}: {why}. If you are running inside docker, use '--shm-size' to give it more "
+            f"shared memory."
+        )
+        self.size, self.why = size, why
+
+    def __reduce__(self) -> tuple:
+        return SharedMemoryFull, (self.size, self.why)
 
 
-def full_message(size: int, why: str = "No space left on device") -> str:
-    """Triton's words for shared memory that cannot grow."""
-    return (
-        f"Failed to increase the shared memory pool size to hold a {size}-byte tensor in {SHM_DIR}: "
-        f"{why}. If you are running inside docker, use '--shm-size' to give it more shared memory."
-    )
-
-
-def reserve(fd: int, offset: int, length: int) -> bool:
-    """Give the file's pages in [offset, offset + length) their memory now; False when /dev/shm
-    cannot (logged once per process)."""
+def reserve(fd: int, offset: int, length: int) -> None:
+    """Give the file's pages in [offset, offset + length) their memory now, or raise
+    `SharedMemoryFull` when /dev/shm cannot."""
     try:
         os.posix_fallocate(fd, offset, length)
-        return True
     except OSError as exc:
-        _warn_once(length, exc.strerror or str(exc))
-        return False
+        raise SharedMemoryFull(length, exc.strerror or str(exc)) from None
 
 
-def _warn_once(size: int, why: str) -> None:
-    """Say once per server, whichever of its processes meets the shortage first, what to do."""
+def warn_once(shortage: SharedMemoryFull) -> None:
+    """Say once per server, whichever of its processes first sends a tensor another way for
+    want of shared memory, what to do."""
     global _warned
     if _warned:
         return
@@ -62,7 +65,7 @@ def _warn_once(size: int, why: str) -> None:
         pass  # not even an inode: say it anyway
     free = shm_free()
     report(
-        f"{SHM_DIR} is short of space ({why}; {size} bytes wanted, "
+        f"{SHM_DIR} is short of space ({shortage.why}; {shortage.size} bytes wanted, "
         f"{'unknown' if free is None else free} free): tensors that do not fit cross through the "
         f"worker's socket instead, which is slower. Give the container more shared memory, e.g. "
         f"docker run --shm-size=1g, or an emptyDir with medium: Memory mounted on {SHM_DIR} in "
@@ -88,9 +91,11 @@ def write(raw: memoryview) -> str:
     path = os.path.join(SHM_DIR, name)
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
-        if raw.nbytes and not reserve(fd, 0, raw.nbytes):
+        try:
+            reserve(fd, 0, raw.nbytes)
+        except SharedMemoryFull:
             os.unlink(path)
-            raise SharedMemoryFull(full_message(raw.nbytes))
+            raise
         with mmap.mmap(fd, raw.nbytes) as region:
             region[:] = raw
     finally:

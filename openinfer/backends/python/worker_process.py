@@ -92,12 +92,13 @@ class WorkerProcess:
 
     def _make_arenas(self) -> None:
         """The two rings; none when /dev/shm cannot give even their headers (every tensor then
-        crosses through the socket, `shm_files` having said why once)."""
+        crosses through the socket, and the log says why once)."""
         try:
             self.to_worker = ring.Arena.create(ipc.shm_prefix())
             self.from_worker = ring.Arena.create(ipc.shm_prefix())
-        except ipc.shm_files.SharedMemoryFull:
+        except ipc.shm_files.SharedMemoryFull as shortage:
             self._release_arenas()
+            ipc.shm_files.warn_once(shortage)
 
     async def call(self, message: Any, timeout: float | None = None) -> Any:
         """A control message (load, initialize, a readiness check, ...) and its answer's value.

@@ -244,7 +244,7 @@ class SequenceBatcher(Scheduler):
         try:
             running = []  # a request cancelled while it waited is dropped, and its sequence ends
             for sequence, entry in zip(sequences, entries):
-                if entry.request.state.cancelled is not None and entry.request.state.cancelled.is_set():
+                if entry.request.state.is_cancelled:
                     entry.request.state.failure_reason = "CANCELED"
                     entry.sender.fail(CancelledError("the request was cancelled before it ran"))
                     self._break(sequence)
