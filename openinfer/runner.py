@@ -9,6 +9,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
@@ -244,16 +245,21 @@ class Frontends:
     uvicorn_servers: list = field(default_factory=list)
     tasks: list = field(default_factory=list)
     grpc_server: object | None = None
+    #: The HTTP frontend processes (`--frontend-processes` > 1).
+    http_processes: Any = None
+    http_processes_failed: bool = False
 
     def failed(self) -> bool:
         """A listener ended on its own (it could not bind, or crashed)."""
-        return any(task.done() for task in self.tasks)
+        return self.http_processes_failed or any(task.done() for task in self.tasks)
 
     async def stop(self) -> None:
         for s in self.uvicorn_servers:
             s.should_exit = True
         if self.grpc_server is not None:
             await self.grpc_server.stop(grace=1)  # type: ignore[attr-defined]
+        if self.http_processes is not None:
+            await self.http_processes.stop()
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
@@ -267,6 +273,37 @@ def access_policies(args: Settings) -> tuple[AccessPolicy, AccessPolicy]:
     )
 
 
+async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings, plugins: list, access: AccessPolicy) -> Any:
+    """The KServe HTTP app, served in this process (its listener is returned) or by
+    `--frontend-processes` processes in front of it (None)."""
+    from .frontends.asgi.listener import listener
+    from .frontends.http import handlers
+    from .frontends.http.app import HttpApp, HttpOptions
+
+    app = HttpApp(server, HttpOptions(args.http_max_input_size, access, args.http_header_forward_pattern))
+    handlers.install(app, protocol_extensions.http_installers())
+    for plugin in plugins:
+        if hasattr(plugin, "http_hook"):
+            plugin.http_hook(app)
+    if args.frontend_processes > 1:
+        from .frontends.processes.pool import start_http_processes
+
+        fronts.http_processes = await start_http_processes(
+            server, app, args.frontend_processes, host_of(args.http_address), args.http_port,
+            reuse_port=args.reuse_http_port, client_timeout=args.http_client_timeout_secs,
+            listener_settings=_TRITON_LISTENER,
+        )
+        fronts.http_processes_failed = fronts.http_processes is None or not fronts.http_processes.started
+        return None
+    http = listener(
+        app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
+        reuse_port=args.reuse_http_port, **_TRITON_LISTENER,
+    )
+    fronts.uvicorn_servers.append(http)
+    fronts.tasks.append(asyncio.create_task(http.serve()))
+    return http
+
+
 async def start_frontends(built: Composition, args: Settings, plugins: list) -> Frontends:
     """gRPC, HTTP, metrics and the plug-ins' listeners, as the settings ask; returns once every
     listener is up or one has failed (`Frontends.failed`). Raises ValueError on a bad access
@@ -274,8 +311,6 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
     from .frontends.asgi.listener import listener
     from .frontends.grpc import transport_options
     from .frontends.grpc.service import Binding, start_grpc
-    from .frontends.http import handlers
-    from .frontends.http.app import HttpApp, HttpOptions
     from .frontends.metrics import metrics_app
 
     server = built.server
@@ -300,18 +335,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
             rpcs=protocol_extensions.grpc_rpcs(), header_forward=args.grpc_header_forward_pattern,
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
-    if allow_http:
-        app = HttpApp(server, HttpOptions(args.http_max_input_size, http_access, args.http_header_forward_pattern))
-        handlers.install(app, protocol_extensions.http_installers())
-        for plugin in plugins:
-            if hasattr(plugin, "http_hook"):
-                plugin.http_hook(app)
-        http = listener(
-            app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
-            reuse_port=args.reuse_http_port, **_TRITON_LISTENER,
-        )
-        fronts.uvicorn_servers.append(http)
-        fronts.tasks.append(asyncio.create_task(http.serve()))
+    http = await _start_http(fronts, server, args, plugins, http_access) if allow_http else None
     if allow_metrics:
         maddr = args.metrics_address or args.http_address
         metrics_asgi = metrics_app(
@@ -333,7 +357,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
         if fronts.failed():
             break
         await asyncio.sleep(0.02)
-    if allow_http and http.started:
+    if allow_http and (http.started if http is not None else not fronts.http_processes_failed):
         print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
     if allow_metrics and metrics.started:
         print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)

@@ -184,7 +184,11 @@ def _http(p: argparse.ArgumentParser) -> None:
     g.add_argument("--http-header-forward-pattern", default=None, metavar="REGEX",
                    help="forward request headers whose names match to models as request parameters")
     g.add_argument("--http-thread-count", type=integer, default=8, metavar="N",
-                   help="accepted for compatibility: HTTP runs on the event loop")
+                   help="accepted for compatibility: HTTP runs on event loops (--frontend-processes)")
+    g.add_argument("--frontend-processes", type=positive, default=1, metavar="N",
+                   help="serve KServe HTTP from N processes that parse and encode requests and send the "
+                   "inferences to the one process holding the models and batchers; 1 serves it in that "
+                   "process (gRPC, metrics and the OpenAI frontend stay there)")
     g.add_argument("--http-client-timeout-secs", type=number, default=30.0, metavar="SECONDS",
                    help="drop HTTP connections whose request headers take longer than this to arrive, "
                    "or whose body stalls this long (slow clients); all HTTP listeners")

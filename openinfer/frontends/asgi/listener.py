@@ -32,7 +32,7 @@ class Listener(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         if sockets is None and self.reuse_port:
             try:
-                sockets = [_reusable_socket(self.config.host, self.config.port)]
+                sockets = [bound_socket(self.config.host, self.config.port, reuse_port=True)]
             except OSError as exc:  # ends the task, as uvicorn's own failed bind does
                 log.error("%s (%s)", self._not_started(), exc.strerror or exc)
                 return
@@ -50,13 +50,15 @@ class Listener(uvicorn.Server):
             "already in use"
 
 
-def _reusable_socket(host: str, port: int) -> socket.socket:
-    """A listening socket bound with SO_REUSEADDR and SO_REUSEPORT (IPv6 hosts too)."""
+def bound_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """A listening socket bound with SO_REUSEADDR (and SO_REUSEPORT when asked; IPv6 hosts too),
+    inheritable, so frontend processes can accept on it."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(2048)  # uvicorn's default backlog
     except OSError:

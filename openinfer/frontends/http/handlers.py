@@ -15,7 +15,7 @@ from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.failed_requests import log_failure
 from ...core.parameters import forward_headers
 from ...core.protocols import Protocol
-from ...core.types import InferRequest, Tensor
+from ...core.types import InferRequest, InferResponse, Tensor
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from .codec import decode_request, encode_response
 from .compression import choose_encoding, compress, decompress
@@ -61,23 +61,34 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
     request: InferRequest | None = None
     try:
         try:
-            body = decompress(req.body, req.headers.get("content-encoding"), app.options.max_input_size)
-            header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
-            if header_length == 0:
-                request, binary_default = raw_request(app, body, name, version), True
-            else:
-                request, binary_default = decode_request(body, header_length, name, version)
+            request, binary_default = decode_infer(app, req, name, version)
         except InvalidArgumentError:
             app.server.model(name, version)  # as Triton: an unknown model is 404 whatever the body
             raise
-        if app.forward is not None:
-            forward_headers(app.forward, req.headers.items(), request)
-        if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
-            request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
         response = await app.server.infer(request, protocol=Protocol.HTTP)
     except OpenInferError as exc:
         log_failure(request.id if request is not None else getattr(exc, "request_id", None), exc.message)
         raise
+    return encode_infer(req, response, binary_default)
+
+
+def decode_infer(app: HttpApp, req: HttpRequest, name: str, version: str) -> tuple[InferRequest, bool]:
+    """The inference an infer request's body asks for, and whether its outputs default to binary."""
+    body = decompress(req.body, req.headers.get("content-encoding"), app.options.max_input_size)
+    header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
+    if header_length == 0:
+        request, binary_default = raw_request(app, body, name, version), True
+    else:
+        request, binary_default = decode_request(body, header_length, name, version)
+    if app.forward is not None:
+        forward_headers(app.forward, req.headers.items(), request)
+    if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
+        request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
+    return request, binary_default
+
+
+def encode_infer(req: HttpRequest, response: InferResponse, binary_default: bool) -> HttpResponse:
+    """The answer to an infer request, compressed as its `Accept-Encoding` allows."""
     payload, blobs, json_length = encode_response(response, binary_default)
     headers = [(b"content-type", b"application/json" if json_length is None else b"application/octet-stream")]
     if json_length is not None:

@@ -1,0 +1,151 @@
+"""Starts the frontend processes, restarts one that dies, and stops them all at the end.
+
+The core process binds the HTTP port once; each frontend inherits the listening socket and
+accepts on it, so the kernel spreads connections between them. A frontend that dies takes only
+its own connections: what it had in flight is cancelled in the core, and another takes its place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+from ...core.server import InferenceServer
+from ..asgi.listener import bound_socket
+from ..http.app import HttpApp
+from .channel import frame
+from .child import FrontendConfig
+from .core_link import CoreLink
+
+log = logging.getLogger("openinfer.frontends")
+
+#: A frontend that dies sooner than this after it started waits this long before the next.
+RESTART_BACKOFF_SECS = 1.0
+
+
+class FrontendProcess:
+    """One frontend process and the core's link to it."""
+
+    def __init__(self, process: asyncio.subprocess.Process, link: CoreLink, started: float) -> None:
+        self.process = process
+        self.link = link
+        self.started = started
+
+
+class FrontendPool:
+    """`count` HTTP frontend processes in front of `server`."""
+
+    def __init__(
+        self, server: InferenceServer, app: Callable, count: int, listening: socket.socket, config: FrontendConfig
+    ) -> None:
+        self.server = server
+        self.app = app
+        self.count = count
+        self.listening = listening
+        self.config = copy.copy(config)
+        self.config.log_settings = copy.copy(config.log_settings)
+        self.config.log_settings._handler = None  # a handler does not cross; the child makes its own
+        self.members: list[FrontendProcess] = []
+        self.started = False
+        self._stopping = False
+        self._restarts: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> bool:
+        """Every frontend started and accepting, or False when one could not start."""
+        self.started = all(await asyncio.gather(*(self._spawn() for _ in range(self.count))))
+        return self.started
+
+    @property
+    def pids(self) -> list[int]:
+        return [member.process.pid for member in self.members]
+
+    async def _spawn(self) -> bool:
+        ours, theirs = socket.socketpair()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "openinfer.frontends.processes.child",
+                str(self.listening.fileno()), str(theirs.fileno()),
+                pass_fds=(self.listening.fileno(), theirs.fileno()),
+            )
+        finally:
+            theirs.close()
+        ours.sendall(frame(("config", self.config)))
+        link = CoreLink(self.server, self.app, self._lost)
+        await link.attach(ours)
+        member = FrontendProcess(process, link, time.monotonic())
+        self.members.append(member)
+        ready = asyncio.ensure_future(link.ready.wait())
+        exited = asyncio.ensure_future(process.wait())
+        await asyncio.wait([ready, exited], return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        exited.cancel()
+        if not link.ready.is_set():
+            log.error("an HTTP frontend process (pid %d) exited before it was ready", process.pid)
+            return False
+        return True
+
+    def _lost(self, link: CoreLink) -> None:
+        member = next((m for m in self.members if m.link is link), None)
+        if member is None:
+            return
+        self.members.remove(member)
+        if self._stopping:
+            return
+        task = asyncio.ensure_future(self._replace(member))
+        self._restarts.add(task)
+        task.add_done_callback(self._restarts.discard)
+
+    async def _replace(self, member: FrontendProcess) -> None:
+        code = await member.process.wait()
+        log.warning("HTTP frontend process %d exited (code %s); starting another", member.process.pid, code)
+        if time.monotonic() - member.started < RESTART_BACKOFF_SECS:
+            await asyncio.sleep(RESTART_BACKOFF_SECS)
+        if not self._stopping:
+            await self._spawn()
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Each frontend finishes the requests it has begun, then exits."""
+        self._stopping = True
+        for task in list(self._restarts):
+            task.cancel()
+        members, self.members = self.members, []
+        for member in members:
+            if member.process.returncode is None:
+                member.process.terminate()
+        for member in members:
+            try:
+                await asyncio.wait_for(member.process.wait(), grace)
+            except asyncio.TimeoutError:
+                member.process.kill()
+                await member.process.wait()
+            member.link.close()
+        self.listening.close()
+
+
+async def start_http_processes(
+    server: InferenceServer, app: HttpApp, count: int, host: str, port: int, *, reuse_port: bool,
+    client_timeout: float, listener_settings: dict,
+) -> FrontendPool | None:
+    """`count` HTTP frontend processes on one listening socket, `app` (the core's own) answering
+    what they forward; None when the port cannot be bound (logged in Triton's words). The pool's
+    `started` says whether every process came up."""
+    try:
+        listening = bound_socket(host, port, reuse_port=reuse_port)
+    except OSError as exc:
+        logging.getLogger("openinfer.http").error(
+            "failed to start HTTP service: Unavailable - Socket '%s:%d' already in use (%s)",
+            host, port, exc.strerror or exc,
+        )
+        return None
+    config = FrontendConfig(
+        host, port, app.options, client_timeout, server.log_settings, otel=server.trace.otel is not None,
+        listener_settings=dict(listener_settings),
+    )
+    pool = FrontendPool(server, app, count, listening, config)
+    await pool.start()
+    return pool
