@@ -107,7 +107,7 @@ def test_inferences_from_many_connections_are_answered_and_counted(server):
 
 def test_bytes_and_one_requested_output(server):
     client = httpclient.InferenceServerClient(server.http_url)
-    words = np.array([[b"one", b"\x00two", "drei".encode()]], dtype=object)
+    words = np.array([[b"one", b"\x00two", b"drei"]], dtype=object)
     tensor = httpclient.InferInput("INPUT0", [1, 3], "BYTES")
     tensor.set_data_from_numpy(words)
     result = client.infer("identity_bytes", [tensor])

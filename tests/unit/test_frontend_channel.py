@@ -8,7 +8,12 @@ import numpy as np
 from openinfer.core.errors import InvalidArgumentError
 from openinfer.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from openinfer.frontends.processes.channel import Frames, frame
-from openinfer.frontends.processes.messages import pack_request, pack_response, unpack_request, unpack_response
+from openinfer.frontends.processes.messages import (
+    pack_request,
+    pack_response,
+    unpack_request,
+    unpack_response,
+)
 
 
 def test_frames_split_anywhere_come_out_whole_and_in_order():
