@@ -24,10 +24,14 @@ class Grid:
     servers: tuple[str, ...]  # those that can serve this configuration
 
 
+#: openinfer with its KServe HTTP in one frontend process per server core
+#: (`--frontend-processes`): HTTP cells only, on two cores or more.
+FRONTEND_PROCESSES = ("openinfer_fp", "openinfer_inproc_fp")
+
 GRIDS = {
     "plain": Grid("plain", "no batching anywhere (max_batch_size: 0, one CPU instance)", False,
-                  ("triton", "openinfer", "openinfer_inproc", "mlserver", "mlserver_pw0", "kserve",
-                   "asgi_echo", "grpc_echo")),
+                  ("triton", "openinfer", "openinfer_inproc", *FRONTEND_PROCESSES, "mlserver",
+                   "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")),
     # MLServer's adaptive batching waits a fixed time for a batch to fill, which Triton's and
     # openinfer's dynamic batcher (no queue delay) do not: it is left out rather than compared.
     "batching": Grid("batching", "dynamic batching (max_batch_size: 8, dynamic_batching { }, "
@@ -64,7 +68,9 @@ def cores(count: int, available: list[int] | None = None) -> Cores:
 def speaks(key: str, protocol: str) -> bool:
     """Whether a server runs cells of `protocol`, known before any server starts."""
     if protocol == BINARY:
-        return key in ("triton", "openinfer", "openinfer_inproc", "kserve")
+        return key in ("triton", "openinfer", "openinfer_inproc", *FRONTEND_PROCESSES, "kserve")
+    if key in FRONTEND_PROCESSES:
+        return protocol == "http"
     return protocol in {"asgi_echo": ("http",), "grpc_echo": ("grpc",)}.get(key, ("http", "grpc"))
 
 
@@ -95,6 +101,8 @@ def plan(grids: list[str], core_counts: list[int], servers: list[str],
     for key in grids:
         grid = GRIDS[key]
         chosen = tuple(s for s in servers if s in grid.servers)
-        if chosen:
-            phases += [Phase(grid, cores(n, available), chosen, pts) for n in core_counts]
+        for n in core_counts:
+            here = tuple(s for s in chosen if n > 1 or s not in FRONTEND_PROCESSES)
+            if here:
+                phases.append(Phase(grid, cores(n, available), here, pts))
     return phases

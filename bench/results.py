@@ -153,6 +153,45 @@ def _peers(by: dict, cells: list[dict[str, Any]], cores: Any) -> list[str]:
     return lines
 
 
+def _frontend_processes(by: dict, cells: list[dict[str, Any]]) -> list[str]:
+    """The plain grid's HTTP cells with the frontends in processes of their own, against the
+    same mode in one process on one core and on the same cores, with Triton on those cores."""
+    fp = [c for c in cells if c.get("grid") == "plain" and c["server"].endswith("_fp")]
+    if not fp:
+        return []
+    lines = [
+        "",
+        "## More than one core: HTTP frontend processes",
+        "",
+        "`--frontend-processes N` serves KServe HTTP from N processes (here one per server core) "
+        "in front of the process that holds the model and its batchers "
+        "([docs/multicore.md](../docs/multicore.md)). Each row: the same mode in one process on "
+        "one core, in one process on N cores, with N frontend processes on N cores, and Triton on "
+        "N cores; CPU µs per request in brackets.",
+        "",
+        "| Mode | Protocol | Shape | Conc. | Cores | 1 process, 1 core | 1 process, N cores "
+        "| N frontend processes | N frontends / 1 core | Triton, N cores |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in sorted(fp, key=lambda c: (c["server"], ORDER[c["protocol"]], c["size"], c["concurrency"])):
+        base = c["server"].removesuffix("_fp")
+        point = (c["protocol"], c["size"], c["concurrency"])
+        one = by.get((base, "plain", 1, *point))
+        same = by.get((base, "plain", c.get("cores"), *point))
+        triton = by.get(("triton", "plain", c.get("cores"), *point))
+        mode = "in_process" if "inproc" in base else "default"
+        lines.append(
+            f"| {mode} | {PROTOCOL_NAMES[c['protocol']]} | [1,{c['size']}] | {c['concurrency']} | {c.get('cores')} "
+            f"| {_with_cpu(one)} | {_with_cpu(same)} | {_with_cpu(c)} | {_ratio(c, one)} | {_with_cpu(triton)} |")
+    return lines
+
+
+def _with_cpu(c: dict[str, Any] | None) -> str:
+    if not c or c.get("error"):
+        return _cell(c)
+    return f"{c['throughput']:,.0f}/s ({_cpu(c)})"
+
+
 def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[str, Any]) -> str:
     by = {(c["server"], c.get("grid"), c.get("cores"), c["protocol"], c["size"], c["concurrency"]): c
           for c in cells}
@@ -187,6 +226,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
     ]
     for grid, cores in sections:
         lines += _against_triton(by, cells, grid, cores, settings)
+    lines += _frontend_processes(by, cells)
     peers = [line for grid, cores in sections if grid == "plain" for line in _peers(by, cells, cores)]
     if peers:
         lines += [

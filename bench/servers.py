@@ -157,11 +157,15 @@ def _kserve(install: bool, workdir: Path) -> Server:
     return server
 
 
-def _openinfer(grid: Grid, workdir: Path, in_process: bool = False) -> Server:
+def _openinfer(grid: Grid, workdir: Path, in_process: bool = False, frontends: int = 1) -> Server:
     """openinfer serving the grid's repository: by default (as Triton does) in a worker process;
-    with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`."""
+    with `in_process` on the server's event loop, as MLServer's `parallel_workers: 0`; with
+    `frontends` > 1, KServe HTTP in that many frontend processes (HTTP cells only)."""
     key, label = ("openinfer_inproc", "openinfer (in_process)") if in_process else ("openinfer", "openinfer")
-    server = Server(key, label, ("http", "grpc"), binary=True, batch_dim=grid.batching, workdir=workdir)
+    protocols: tuple[str, ...] = ("http", "grpc")
+    if frontends > 1:
+        key, label, protocols = key + "_fp", f"{label}, {frontends} HTTP frontend processes", ("http",)
+    server = Server(key, label, protocols, binary=True, batch_dim=grid.batching, workdir=workdir)
     # The launcher beside the interpreter running the bench, so that both run the same code.
     exe = Path(sys.executable).parent / "openinfer"
     if not exe.exists():
@@ -171,7 +175,7 @@ def _openinfer(grid: Grid, workdir: Path, in_process: bool = False) -> Server:
     http, grpc, metrics = free_ports(3)
     server.argv = [str(exe), "serve", "--model-repository", str(repo), "--http-port", str(http),
                    "--grpc-port", str(grpc), "--metrics-port", str(metrics),
-                   "--allow-client-shm", "true"]
+                   "--allow-client-shm", "true", *(["--frontend-processes", str(frontends)] if frontends > 1 else [])]
     server.http_port, server.grpc_port = http, grpc
     return server
 
@@ -208,26 +212,26 @@ def _echo(kind: str, workdir: Path) -> Server:
     return server
 
 
-ALL = ("triton", "openinfer", "openinfer_inproc", "mlserver", "mlserver_pw0", "kserve", "asgi_echo",
-       "grpc_echo")
+ALL = ("triton", "openinfer", "openinfer_inproc", "openinfer_fp", "openinfer_inproc_fp", "mlserver",
+       "mlserver_pw0", "kserve", "asgi_echo", "grpc_echo")
 
 
 def make(key: str, grid: Grid, cpus: tuple[int, ...] = (), install: bool = True,
          tune_malloc: bool = False) -> Server:
     """Server `key` for `grid`, pinned to `cpus`; its files under results/<grid>-<n>cpu/."""
     workdir = RESULTS / f"{grid.key}-{len(cpus) or 'all'}cpu"
-    server = _make(key, grid, install, workdir)
+    server = _make(key, grid, install, workdir, max(len(cpus), 2))
     server.cpus = cpus
     if tune_malloc:
         server.env.update(TUNED_MALLOC)
     return server
 
 
-def _make(key: str, grid: Grid, install: bool, workdir: Path) -> Server:
+def _make(key: str, grid: Grid, install: bool, workdir: Path, cores: int) -> Server:
     if key == "triton":
         return _triton(grid, install, workdir)
-    if key in ("openinfer", "openinfer_inproc"):
-        return _openinfer(grid, workdir, in_process=key == "openinfer_inproc")
+    if key in ("openinfer", "openinfer_inproc", "openinfer_fp", "openinfer_inproc_fp"):
+        return _openinfer(grid, workdir, in_process="inproc" in key, frontends=cores if key.endswith("_fp") else 1)
     if key == "mlserver":
         return _mlserver(None, install, workdir)
     if key == "mlserver_pw0":

@@ -73,6 +73,24 @@ def test_plan_runs_each_grid_on_each_core_setting_with_the_servers_it_can_hold()
     assert grids.plan(["batching"], [1], ["mlserver"], pts, available=[0, 1]) == []
 
 
+def test_frontend_processes_run_only_http_and_only_on_more_than_one_core() -> None:
+    pts = grids.points(["http", "grpc"], [16], [16], [16])
+    phases = grids.plan(["plain", "batching"], [1, 2], ["openinfer", "openinfer_fp"], pts, available=[0, 1])
+    assert [(p.grid.key, p.cores.count, p.servers) for p in phases] == [
+        ("plain", 1, ("openinfer",)), ("plain", 2, ("openinfer", "openinfer_fp")),
+        ("batching", 1, ("openinfer",)), ("batching", 2, ("openinfer",))]
+    assert phases[1].cells() == 3 + 2  # no gRPC cell for the frontend processes
+
+
+def test_frontend_processes_get_one_process_per_server_core(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(servers, "RESULTS", tmp_path)
+    server = servers.make("openinfer_inproc_fp", grids.GRIDS["plain"], (0, 1), install=False)
+    if server.skip:
+        pytest.skip(server.skip)
+    assert server.argv[-2:] == ["--frontend-processes", "2"] and server.protocols == ("http",)
+    assert server.speaks(grids.BINARY) and not server.speaks("grpc")
+
+
 def test_options_for_quick_runs_and_subsets() -> None:
     ns = suite.parse(["--quick", "--grids", "plain", "--cores", "1"])
     assert ns.rounds == 1 and ns.out.endswith("results/RESULTS.quick.md")

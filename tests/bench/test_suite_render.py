@@ -92,3 +92,15 @@ def test_every_run_table_reads_back_for_the_charts() -> None:
         ("plain", 1, "triton", 1000.0), ("plain", 2, "triton", 1000.0), ("batching", 1, "openinfer", 700.0)}
     assert [(c["grid"], c["cores"]) for c in charts.charted(back)] == [("plain", 1)]
     assert charts.cores_note(charts.charted(back)) == " (server on 1 core(s))"
+
+
+def test_frontend_processes_are_set_against_one_process_on_one_core() -> None:
+    cells = [_cell("openinfer_inproc", 5000, cores=1, cpu=170.0), _cell("openinfer_inproc", 4800, cores=2, cpu=160.0),
+             _cell("openinfer_inproc_fp", 6000, cores=2, cpu=240.0), _cell("triton", 9000, cores=2, cpu=120.0),
+             _cell("triton", 5000, cores=1)]
+    text = render(cells, {}, SETTINGS)
+    section = _section(text, "## More than one core: HTTP frontend processes")
+    row = next(line for line in section.splitlines() if line.startswith("| in_process |"))
+    assert row == ("| in_process | HTTP JSON | [1,16] | 16 | 2 | 5,000/s (170) | 4,800/s (160) | 6,000/s (240) "
+                   "| 1.20× | 9,000/s (120) |")
+    assert "## More than one core" not in render(cells[:2], {}, SETTINGS)
