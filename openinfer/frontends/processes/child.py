@@ -130,7 +130,7 @@ async def infer(app: HttpApp, core: CoreClient, req: HttpRequest) -> HttpRespons
     """Decoded and encoded here; run in the core."""
     try:
         request, binary_default = decode_infer(app, req, *model_args(req))
-    except Exception:  # the core words and logs every refusal, and holds the model table
+    except Exception:  # noqa: BLE001 - the core words and logs every refusal, and holds the model table
         return await forward(core, req)
     response = await core.infer(request)
     return encode_infer(req, response, binary_default)

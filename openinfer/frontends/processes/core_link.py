@@ -53,7 +53,12 @@ class CoreLink:
         if kind == "ready":
             self.ready.set()
         elif kind == "infer":
-            self._start(key, self._infer(key, unpack_request(message[2])))
+            try:
+                request = unpack_request(message[2])
+            except Exception as exc:  # noqa: BLE001 - a request that cannot be read fails, not hangs
+                self._send(("fail", key, InternalError(f"a request from a frontend process could not be read: {exc}")))
+                return
+            self._start(key, self._infer(key, request))
         elif kind == "http":
             self._left[key] = asyncio.Event()
             self._start(key, self._forward(key, *message[2:]))
@@ -95,7 +100,7 @@ class CoreLink:
             return
         try:
             self._send(("done", key, pack_response(response)))
-        except Exception as exc:  # an answer that cannot cross (too large a frame)
+        except Exception as exc:  # noqa: BLE001 - an answer that cannot cross (too large a frame)
             self._send(("fail", key, InternalError(f"the answer could not reach the frontend: {exc}")))
 
     async def _forward(self, key: int, method: str, path: str, headers: list, body: bytes) -> None:
