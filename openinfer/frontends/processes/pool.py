@@ -1,7 +1,10 @@
 """Starts the frontend processes, restarts one that dies, and stops them all at the end.
 
-The core process binds the HTTP port once; each frontend inherits the listening socket and
-accepts on it, so the kernel spreads connections between them. A frontend that dies takes only
+The core process binds the HTTP port, one listening socket per frontend with SO_REUSEPORT, and
+each frontend inherits its own: the kernel spreads new connections evenly over the sockets (on one
+shared socket, whichever process woke first took them all, and one frontend often served every
+connection of a load generator). A replacement inherits the socket of the process it replaces,
+whose connections meanwhile wait in its queue. A frontend that dies takes only
 its own connections: what it had in flight is cancelled in the core, and another takes its place.
 """
 
@@ -31,22 +34,22 @@ RESTART_BACKOFF_SECS = 1.0
 class FrontendProcess:
     """One frontend process and the core's link to it."""
 
-    def __init__(self, process: asyncio.subprocess.Process, link: CoreLink, started: float) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, link: CoreLink, started: float, slot: int) -> None:
         self.process = process
         self.link = link
         self.started = started
+        self.slot = slot  # which listening socket it accepts on
 
 
 class FrontendPool:
-    """`count` HTTP frontend processes in front of `server`."""
+    """HTTP frontend processes in front of `server`, one per listening socket."""
 
     def __init__(
-        self, server: InferenceServer, app: Callable, count: int, listening: socket.socket, config: FrontendConfig
+        self, server: InferenceServer, app: Callable, listening: list[socket.socket], config: FrontendConfig
     ) -> None:
         self.server = server
         self.app = app
-        self.count = count
-        self.listening = listening
+        self.listening = listening  # one socket per frontend
         self.config = copy.copy(config)
         self.config.log_settings = copy.copy(config.log_settings)
         self.config.log_settings._handler = None  # a handler does not cross; the child makes its own
@@ -57,27 +60,27 @@ class FrontendPool:
 
     async def start(self) -> bool:
         """Every frontend started and accepting, or False when one could not start."""
-        self.started = all(await asyncio.gather(*(self._spawn() for _ in range(self.count))))
+        self.started = all(await asyncio.gather(*(self._spawn(slot) for slot in range(len(self.listening)))))
         return self.started
 
     @property
     def pids(self) -> list[int]:
         return [member.process.pid for member in self.members]
 
-    async def _spawn(self) -> bool:
+    async def _spawn(self, slot: int) -> bool:
         ours, theirs = socket.socketpair()
+        listening = self.listening[slot].fileno()
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "openinfer.frontends.processes.child",
-                str(self.listening.fileno()), str(theirs.fileno()),
-                pass_fds=(self.listening.fileno(), theirs.fileno()),
+                sys.executable, "-m", "openinfer.frontends.processes.child", str(listening), str(theirs.fileno()),
+                pass_fds=(listening, theirs.fileno()),
             )
         finally:
             theirs.close()
         ours.sendall(frame(("config", self.config)))
         link = CoreLink(self.server, self.app, self._lost)
         await link.attach(ours)
-        member = FrontendProcess(process, link, time.monotonic())
+        member = FrontendProcess(process, link, time.monotonic(), slot)
         self.members.append(member)
         ready = asyncio.ensure_future(link.ready.wait())
         exited = asyncio.ensure_future(process.wait())
@@ -106,7 +109,7 @@ class FrontendPool:
         if time.monotonic() - member.started < RESTART_BACKOFF_SECS:
             await asyncio.sleep(RESTART_BACKOFF_SECS)
         if not self._stopping:
-            await self._spawn()
+            await self._spawn(member.slot)
 
     async def stop(self, grace: float = 5.0) -> None:
         """Each frontend finishes the requests it has begun, then exits."""
@@ -124,18 +127,22 @@ class FrontendPool:
                 member.process.kill()
                 await member.process.wait()
             member.link.close()
-        self.listening.close()
+        for sock in self.listening:
+            sock.close()
 
 
 async def start_http_processes(
     server: InferenceServer, app: HttpApp, count: int, host: str, port: int, *, reuse_port: bool,
     client_timeout: float, listener_settings: dict,
 ) -> FrontendPool | None:
-    """`count` HTTP frontend processes on one listening socket, `app` (the core's own) answering
-    what they forward; None when the port cannot be bound (logged in Triton's words). The pool's
-    `started` says whether every process came up."""
+    """`count` HTTP frontend processes, `app` (the core's own) answering what they forward; None
+    when the port cannot be bound (logged in Triton's words). The pool's `started` says whether
+    every process came up. Without `reuse_port` the port must be free first: the sockets set
+    SO_REUSEPORT among themselves, not to join another server's."""
     try:
-        listening = bound_socket(host, port, reuse_port=reuse_port)
+        if not reuse_port:
+            bound_socket(host, port, reuse_port=False).close()  # taken by anyone: refused here
+        listening = [bound_socket(host, port, reuse_port=True) for _ in range(count)]
     except OSError as exc:
         logging.getLogger("openinfer.http").error(
             "failed to start HTTP service: Unavailable - Socket '%s:%d' already in use (%s)",
@@ -146,6 +153,6 @@ async def start_http_processes(
         host, port, app.options, client_timeout, server.log_settings, otel=server.trace.otel is not None,
         listener_settings=dict(listener_settings),
     )
-    pool = FrontendPool(server, app, count, listening, config)
+    pool = FrontendPool(server, app, listening, config)
     await pool.start()
     return pool
