@@ -121,6 +121,17 @@ def test_bytes_and_one_requested_output(server):
     assert result.as_numpy("OUTPUT0") is None
 
 
+def test_large_tensors_cross_both_ways(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    values = np.random.default_rng(1).random((1, 300_000), dtype=np.float32)
+    for binary in (True, False):
+        tensor = httpclient.InferInput("INPUT0", list(values.shape), "FP32")
+        tensor.set_data_from_numpy(values, binary_data=binary)
+        result = client.infer("identity_fp32", [tensor],
+                              outputs=[httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary)])
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
+
+
 def test_a_raw_binary_request_is_answered_through_the_core(server):
     values = np.arange(8, dtype=np.float32)
     status, body, headers = _post(server, "/v2/models/identity_fp32/infer", values.tobytes(),

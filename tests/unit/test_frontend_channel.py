@@ -70,3 +70,14 @@ def test_a_response_crosses_with_its_requested_outputs():
     assert got.outputs[1].data is None and got.outputs[1].parameters == {"shared_memory_region": "out"}
     assert got.requested == response.requested
     assert (got.model_name, got.model_version, got.id, got.parameters, got.final) == ("m", "1", "r-1", {"sequence_id": 4}, True)
+
+
+def test_tensors_of_every_layout_cross_unchanged():
+    arrays = [np.zeros((1, 0), np.float32), np.array([[True, False]]), np.arange(6, dtype=np.float16).reshape(2, 3),
+              np.arange(12, dtype=">i4").reshape(3, 4)[:, ::2], np.float64(2.5).reshape(()), np.arange(3, dtype=np.uint8)]
+    for array in arrays:
+        tensor = Tensor("T", "X", array.shape, array)
+        request = InferRequest(model_name="m", inputs=[tensor])
+        [(_, _, packed)] = Frames().feed(frame(("infer", 1, pack_request(request))))
+        got = unpack_request(packed).inputs[0].data
+        assert got.dtype == array.dtype and got.shape == array.shape and got.tolist() == array.tolist()

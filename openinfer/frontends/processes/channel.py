@@ -23,18 +23,25 @@ log = logging.getLogger("openinfer.frontends")
 
 _HEADER = struct.Struct("<IB")  # body length, codec
 MARSHAL, PICKLE = 0, 1
+#: Up to this many queued bytes are joined into one write; more go out as they are.
+_JOIN_MAX = 64 * 1024
 #: A frame's length is 32 bits; a message larger than this fails the request that made it.
 FRAME_MAX = (1 << 32) - 1
 
 
-def frame(message: tuple) -> bytes:
+def frame_parts(message: tuple) -> tuple[bytes, bytes]:
+    """A message's frame header and body, apart: a large body is written without joining."""
     try:
         payload, codec = marshal.dumps(message), MARSHAL
     except ValueError:  # something other than builtins
         payload, codec = pickle.dumps(message, protocol=5), PICKLE
     if len(payload) > FRAME_MAX:
         raise ValueError(f"message of {len(payload)} bytes exceeds the channel's frame limit")
-    return _HEADER.pack(len(payload), codec) + payload
+    return _HEADER.pack(len(payload), codec), payload
+
+
+def frame(message: tuple) -> bytes:
+    return b"".join(frame_parts(message))
 
 
 class Frames:
@@ -70,6 +77,7 @@ class Channel(asyncio.Protocol):
         self._on_lost = on_lost
         self._frames = Frames()
         self._queued: list[bytes] = []
+        self._queued_bytes = 0
         self._transport: asyncio.Transport | None = None
         self.closed = False
 
@@ -97,15 +105,21 @@ class Channel(asyncio.Protocol):
     def send(self, message: tuple) -> None:
         if self.closed:
             return
+        header, body = frame_parts(message)
         if not self._queued:
             asyncio.get_running_loop().call_soon(self._flush)
-        self._queued.append(frame(message))
+        self._queued += (header, body)
+        self._queued_bytes += len(body)
 
     def _flush(self) -> None:
         queued, self._queued = self._queued, []
-        if self._transport is not None and not self.closed:
-            # One write: uvloop's `writelines` makes a system call per frame.
-            self._transport.write(queued[0] if len(queued) == 1 else b"".join(queued))
+        size, self._queued_bytes = self._queued_bytes, 0
+        if self._transport is None or self.closed:
+            return
+        if size > _JOIN_MAX:  # large tensors: written where they lie, not copied into one buffer
+            self._transport.writelines(queued)
+        else:  # one buffer, one system call
+            self._transport.write(b"".join(queued))
 
     def close(self) -> None:
         if self._transport is not None:
