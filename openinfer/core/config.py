@@ -179,8 +179,8 @@ def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
             opt.input_pinned_memory.enable = True
         if not opt.HasField("output_pinned_memory"):
             opt.output_pinned_memory.enable = True
-        if not config.instance_group:
-            config.instance_group.add()
+        if not config.instance_group:  # the group Triton adds is named after the model
+            config.instance_group.add(name=model_name)
         for index, group in enumerate(config.instance_group):
             if not group.name:
                 group.name = f"{model_name}_{index}"

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, request_label
 
 
 class DataType(NamedTuple):
@@ -193,6 +193,7 @@ def from_wire_bytes(
     *,
     name: str = "",
     model: str = "",
+    request_id: str = "",
 ) -> np.ndarray:
     """A numpy view (zero-copy where alignment allows) over a tensor's binary wire form."""
     dt = lookup(datatype)
@@ -202,7 +203,7 @@ def from_wire_bytes(
     expected = count * dt.size
     if len(buffer) != expected:
         raise InvalidArgumentError(
-            f"input byte size mismatch for input '{name}' for model '{model}'. "
+            f"{request_label(request_id)}input byte size mismatch for input '{name}' for model '{model}'. "
             f"Expected {expected}, got {len(buffer)}"
         )
     # One constructor call for the view and its shape: half of frombuffer-then-reshape.

@@ -170,3 +170,8 @@ def status_of(exc: BaseException) -> Status:
     if isinstance(exc, OpenInferError):
         return exc.status
     return STATUS_TABLE[ErrorCode.INTERNAL]
+
+
+def request_label(request_id: str | None) -> str:
+    """Triton's prefix for errors about one request: `[request id: <id>] `."""
+    return f"[request id: {request_id or '<id_unknown>'}] "

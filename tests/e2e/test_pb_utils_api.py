@@ -163,10 +163,10 @@ def test_triton_error_codes_map_to_http_and_grpc_statuses(server):
     assert failure(server, "api", "error:default").status() == "500"  # INTERNAL unless given
     raised = failure(server, "api", "raise:now", "grpc")
     assert raised.status() == "StatusCode.INTERNAL"
-    assert raised.message() == "Failed to process the request(s) for model 'api_0_0', message: the model gave up: now"
+    assert raised.message() == "Failed to process the request(s) for model 'api_0', message: the model gave up: now"
     pid = ask(server, "api", "world")["pid"]
     exited = failure(server, "api", "exit:3")  # sys.exit() fails the batch, not the process
-    assert exited.message() == "Failed to process the request(s) for model 'api_0_0', message: SystemExit: 3"
+    assert exited.message() == "Failed to process the request(s) for model 'api_0', message: SystemExit: 3"
     assert ask(server, "api", "world")["pid"] == pid
 
 
@@ -200,7 +200,7 @@ def test_decoupled_sender_misuse_errors_and_a_returning_execute(server):
         stream.send("stream", "returns")
         kind, message, _ = stream.next()
         assert kind == "error" and message == (
-            "Failed to process the request(s) for model 'stream_0_0', message: Python model 'stream_0_0' is using "
+            "Failed to process the request(s) for model 'stream_0', message: Python model 'stream_0' is using "
             "the decoupled mode and the execute function must return None.")
     finally:
         stream.close()
@@ -268,7 +268,7 @@ def test_rescheduled_requests_come_back_to_execute(server):
         stream.close()
     error = failure(server, "api", "reschedule:bad", request_id="rs-3")
     assert error.message().startswith(
-        "Failed to process the request(s) for model 'api_0_0', message: Expected a None object in the execute "
+        "Failed to process the request(s) for model 'api_0', message: Expected a None object in the execute "
         "function return list for reschduled request, found type")
 
 
@@ -430,7 +430,7 @@ def test_two_instances_add_into_one_series_released_on_unload(server):
 def test_is_ready_answers_both_protocols_and_finalize_errors_are_logged(server):
     http = httpclient.InferenceServerClient(server.http_url)
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
-    reasons = {"false": "Model 'ready_0_0' is not ready (user-defined check failed).",
+    reasons = {"false": "Model 'ready_0' is not ready (user-defined check failed).",
                "raise": "RuntimeError: readiness probe failed on purpose",
                "nonbool": "is_ready() must return a boolean value"}
     for state in ("true", "false", "raise", "nonbool", "true"):
@@ -561,9 +561,9 @@ def test_a_dead_worker_makes_the_model_not_ready_until_the_next_request_restarts
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     wait_for(lambda: not http.is_model_ready("plain"))
     assert not grpc.is_model_ready("plain")
-    assert "Model 'plain' version 1 is not ready: Stub process 'plain_0_0' is not healthy.\n" in server.log()
+    assert "Model 'plain' version 1 is not ready: Stub process 'plain_0' is not healthy.\n" in server.log()
     error = failure(server, "plain", "x")
-    assert "Stub process 'plain_0_0' is not healthy." in error.message()
+    assert "Stub process 'plain_0' is not healthy." in error.message()
     assert ask(server, "plain", "x")["pid"] not in (pid, server.process.pid)
     assert http.is_model_ready("plain")
 

@@ -231,7 +231,7 @@ HAND = [
     ("data nested 150 levels", _infer_body([{**FP32, "data": json.loads("[" * 150 + "1" + "]" * 150)}]), {}, 400,
      "JSON nesting depth exceeds maximum allowed limit (100)"),
     ("huge number token", b'{"inputs":[{"name":"INPUT_INT64","datatype":"INT64","shape":[1],"data":[' + b"9" * 5000 + b"]}]}", {}, 400, "failed to parse"),
-    ("unknown datatype", _infer_body([{**FP32, "datatype": "FP33"}]), {}, 400, "FP33"),
+    ("unknown datatype", _infer_body([{**FP32, "datatype": "FP33"}]), {}, 400, "invalid datatype for input INPUT_FP32"),
     ("wrong datatype", _infer_body([{**FP32, "datatype": "INT32", "data": [1]}]), {}, 400, "expects 'FP32'"),
     ("negative dim", _infer_body([{**FP32, "shape": [-1]}]), {}, 400, "negative dimension"),
     ("overflowing dim", _infer_body([{**FP32, "shape": [2**64]}]), {}, 400, "non-unsigned-integer"),
@@ -373,7 +373,7 @@ def test_binary_data_size_larger_and_smaller_than_body(http):
                                      "parameters": {"binary_data_size": 8}}]}).encode()
     hdr = {"Inference-Header-Content-Length": str(len(header))}
     short = post(http, INFER, header + b"\0" * 4, hdr)
-    assert short.status_code == 400 and "expecting 8 additional bytes" in short.json()["error"]
+    assert short.status_code == 400 and "expecting 4 additional bytes" in short.json()["error"]
     long = post(http, INFER, header + b"\0" * 12, hdr)
     assert long.status_code == 400 and "unexpected additional input data" in long.json()["error"]
 

@@ -132,7 +132,8 @@ def to_request(message: pb.ModelInferRequest | RawInputsRequest, *, stream: bool
                 )
             array = None
         elif raw_index < len(raw):  # (with raw contents, no input has typed contents: checked above)
-            array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
+            array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model,
+                                              request_id=message.id)
             raw_index += 1
         else:
             datatypes.lookup(datatype)  # an unknown datatype is named before what its data lacks

@@ -242,7 +242,7 @@ def _decode_fields(
         raise InvalidArgumentError("Unable to parse 'inputs': expected a JSON array")
     offset = header_length or 0
     for item in inputs:
-        tensor, offset = _decode_input(item, view, offset, header_length, model_name)
+        tensor, offset = _decode_input(item, view, offset, header_length, model_name, request.id)
         request.inputs.append(tensor)
     if header_length is not None:
         check_consumed(offset, len(view), model_name)
@@ -257,7 +257,7 @@ def _decode_fields(
 
 
 def _decode_input(
-    item: Any, view: memoryview, offset: int, header_length: int | None, model_name: str
+    item: Any, view: memoryview, offset: int, header_length: int | None, model_name: str, request_id: str
 ) -> tuple[Tensor, int]:
     """One element of `inputs`, and where the next binary input starts in the body."""
     if not isinstance(item, dict):
@@ -268,7 +268,8 @@ def _decode_input(
         raise InvalidArgumentError("Unable to parse 'name': attempt to access JSON non-string as string")
     if not isinstance(datatype, str):
         raise InvalidArgumentError("Unable to parse 'datatype': attempt to access JSON non-string as string")
-    datatypes.lookup(datatype)
+    if datatype not in datatypes.DATATYPES:
+        raise InvalidArgumentError(f"invalid datatype for input {name}")
     shape = _shape(item.get("shape"), name)
     tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
     if tparams:
@@ -289,11 +290,13 @@ def _decode_input(
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise InvalidArgumentError(f"'binary_data_size' of input '{name}' must be an unsigned integer")
         if header_length is None or offset + size > len(view):
+            missing = size - max(len(view) - offset, 0) if header_length is not None else size
             raise InvalidArgumentError(
-                f"unexpected size for input '{name}', expecting {size} additional bytes for model "
+                f"unexpected size for input '{name}', expecting {missing} additional bytes for model "
                 f"'{model_name}'"
             )
-        array = datatypes.from_wire_bytes(view[offset : offset + size], datatype, shape, name=name, model=model_name)
+        array = datatypes.from_wire_bytes(view[offset : offset + size], datatype, shape, name=name, model=model_name,
+                                          request_id=request_id)
         offset += size
     else:
         array = None  # in shared memory: the core reads it at admission
