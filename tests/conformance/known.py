@@ -1,0 +1,62 @@
+"""Where openinfer answers otherwise than Triton 2.51 on purpose: case id -> the README words
+(in "Differences from Triton") that list it, and why. `make conformance` fails on a difference
+that is not listed here, and on a listed one that has gone; a unit test checks that every
+README phrase is still in README."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Listed(NamedTuple):
+    readme: str  # words of README's "Differences from Triton" that list this difference
+    why: str
+
+
+FOUR_XX = Listed("Client mistakes answered 4xx where Triton answers 500",
+                 "a client's mistake is 4xx, so retrying clients (Flink's provider) stop retrying")
+DATA_WORDS = Listed("the messages of JSON data errors name the input",
+                    "a client's mistake is 4xx, and the message says which input and why")
+NOT_JSON = Listed("those of bodies that are not JSON come from another parser",
+                  "a client's mistake is 4xx; the JSON parser is not Triton's, nor are its words")
+NOT_FOUND = Listed("404 for a load of an unknown model", "a model the repository lacks is NOT_FOUND, not the server's fault")
+ANY_CASE = Listed("an input or output name in the wrong case is taken",
+                  "Flink's provider upper-cases names; one match is unambiguous")
+EMPTY_VALUES = Listed("values sent for a tensor whose shape holds no element are refused",
+                      "values that cannot belong to the tensor are a client's mistake, not data to drop")
+COUNT_LISTS = Listed("the input-count message lists the names it got in sorted order",
+                     "a fixed order; Triton's order is its hash map's, and its `]` a slip")
+VERSION = Listed("`GET /v2` reports version `2.73.0`", "openinfer follows the protocol of Triton 2.73")
+LATEST = Listed("the version `latest` in HTTP paths", "Flink's provider puts `latest` in its URLs")
+GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
+                       "the datatype is read where the request is decoded, before the model is known")
+
+KNOWN: dict[str, Listed] = {
+    "server metadata": VERSION,
+    "model metadata, version 'latest'": LATEST,
+    "infer JSON, version 'latest'": LATEST,
+    "infer JSON, values for an empty shape": EMPTY_VALUES,
+    "infer JSON, wrong datatype": DATA_WORDS,
+    "infer JSON, too few values": DATA_WORDS,
+    "infer JSON, too many values": DATA_WORDS,
+    "infer JSON, a string for a number": DATA_WORDS,
+    "infer JSON, a number for a string": DATA_WORDS,
+    "infer JSON, input name in the wrong case": ANY_CASE,
+    "infer JSON, output name in the wrong case": ANY_CASE,
+    "gRPC infer, input name in the wrong case": ANY_CASE,
+    "gRPC infer, output name in the wrong case": ANY_CASE,
+    "infer JSON, extra input": COUNT_LISTS,
+    "infer JSON, an input to a model without inputs": COUNT_LISTS,
+    "infer, malformed JSON": NOT_JSON,
+    "infer, inputs not an array": NOT_JSON,
+    "infer, no inputs field": NOT_JSON,
+    "sequence, sequence_id of the wrong type": FOUR_XX,
+    "repository load, unknown model": NOT_FOUND,
+    "gRPC repository load, unknown model": NOT_FOUND,
+    "repository load, config not JSON": FOUR_XX,
+    "repository load, unknown parameter": FOUR_XX,
+    "system shared memory register, key that does not exist": FOUR_XX,
+    "gRPC system shared memory register, key that does not exist": FOUR_XX,
+    "log settings, wrong type": FOUR_XX,
+    "gRPC infer, unknown datatype": GRPC_DATATYPE,
+}
