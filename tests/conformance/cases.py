@@ -60,6 +60,16 @@ def rpc(label: str, method: str, message: Any, *, view: View | None = None) -> C
     return Case(label, shown, send)
 
 
+def stream(label: str, message: Any, count: int) -> Case:
+    """One request on ModelStreamInfer, and its first `count` responses."""
+    shown = f"gRPC ModelStreamInfer ModelInferRequest({str(message).strip()[:300]!r})"
+
+    def send(clients: Clients) -> dict:
+        return wire.grpc_stream_answer(lambda: clients.stub.ModelStreamInfer(iter([message]), timeout=60), count)
+
+    return Case(label, shown, send)
+
+
 def tensor(name: str, datatype: str, shape: list[int], data: Any, **parameters: Any) -> dict:
     out: dict[str, Any] = {"name": name, "datatype": datatype, "shape": shape, "data": data}
     if parameters:
@@ -90,9 +100,9 @@ def binary_infer(label: str, model: str, inputs: list[dict], *, outputs: list[di
     return http(label, "POST", f"/v2/models/{model}/infer", doc, blobs=blobs)
 
 
-def grpc_infer(label: str, model: str, inputs: list[dict], *, version: str = "", outputs: tuple[str, ...] = (),
-               raw: bool = True, parameters: dict[str, Any] | None = None) -> Case:
-    """ModelInfer with raw_input_contents (or the typed contents fields when `raw` is false)."""
+def grpc_message(model: str, inputs: list[dict], *, version: str = "", outputs: tuple[str, ...] = (),
+                 raw: bool = True, parameters: dict[str, Any] | None = None) -> Any:
+    """A ModelInferRequest with raw_input_contents (or the typed contents when `raw` is false)."""
     message = pb.ModelInferRequest(model_name=model, model_version=version)
     for t in inputs:
         entry = message.inputs.add(name=t["name"], datatype=t["datatype"], shape=t["shape"])
@@ -104,7 +114,17 @@ def grpc_infer(label: str, model: str, inputs: list[dict], *, version: str = "",
         message.outputs.add(name=name)
     for key, value in (parameters or {}).items():
         _param(message.parameters[key], value)
-    return rpc(label, "ModelInfer", message)
+    return message
+
+
+def grpc_infer(label: str, model: str, inputs: list[dict], **options: Any) -> Case:
+    """One ModelInfer call."""
+    return rpc(label, "ModelInfer", grpc_message(model, inputs, **options))
+
+
+def _with_id(message: Any, request_id: str) -> Any:
+    message.id = request_id
+    return message
 
 
 def _contents(contents: Any, datatype: str, data: list) -> None:
@@ -169,6 +189,12 @@ def _server_cases() -> list[Case]:
         http("model config, batching", "GET", "/v2/models/batched/config"),
         http("model config, sequence", "GET", "/v2/models/sequence/config"),
         http("model config, decoupled", "GET", "/v2/models/repeat/config"),
+        http("model config, dynamic batching", "GET", "/v2/models/identity_fp32/config"),
+        http("model config, labels", "GET", "/v2/models/labelled/config"),
+        http("model config, warm-up", "GET", "/v2/models/no_inputs/config"),
+        http("model config, optional inputs", "GET", "/v2/models/identity_any/config"),
+        http("model config of a version", "GET", "/v2/models/add_sub/versions/1/config"),
+        http("model config, unknown version", "GET", "/v2/models/add_sub/versions/9/config"),
         http("model config, unknown model", "GET", "/v2/models/nope/config"),
     ]
 
@@ -334,6 +360,14 @@ def _extension_cases() -> list[Case]:
         http("log settings update", "POST", "/v2/logging", {"log_verbose_level": 0, "log_info": True}),
         http("log settings, unknown setting", "POST", "/v2/logging", {"colour": "red"}),
         http("log settings, wrong type", "POST", "/v2/logging", {"log_info": "yes"}),
+        http("statistics, counts of a model used once", "GET", "/v2/models/labelled/stats", view=wire.counts),
+        http("generate", "POST", "/v2/models/add_sub/generate", {"INPUT0": FOUR, "INPUT1": ONES}),
+        http("generate, missing input", "POST", "/v2/models/add_sub/generate", {"INPUT0": FOUR}),
+        http("generate, decoupled model", "POST", "/v2/models/repeat/generate", {"IN": [1, 2]}),
+        http("generate_stream, decoupled model", "POST", "/v2/models/repeat/generate_stream", {"IN": [1, 2]}),
+        http("generate, unknown model", "POST", "/v2/models/nope/generate", {"IN": [1]}),
+        infer("infer, output to an unknown shared-memory region", "add_sub", add_sub(), outputs=[
+            {"name": "OUTPUT0", "parameters": {"shared_memory_region": "none", "shared_memory_byte_size": 16}}]),
         http("HTTP, unknown path", "GET", "/v2/nothing"),
         http("HTTP, GET on infer", "GET", "/v2/models/add_sub/infer"),
         http("HTTP, POST on health", "POST", "/v2/health/live"),
@@ -352,6 +386,8 @@ def _grpc_cases() -> list[Case]:
         rpc("gRPC model ready, unknown model", "ModelReady", pb.ModelReadyRequest(name="nope")),
         rpc("gRPC model config", "ModelConfig", pb.ModelConfigRequest(name="add_sub")),
         rpc("gRPC model config, sequence", "ModelConfig", pb.ModelConfigRequest(name="sequence")),
+        rpc("gRPC model config, dynamic batching", "ModelConfig", pb.ModelConfigRequest(name="identity_fp32")),
+        rpc("gRPC model config, warm-up", "ModelConfig", pb.ModelConfigRequest(name="no_inputs")),
         rpc("gRPC model config, unknown model", "ModelConfig", pb.ModelConfigRequest(name="nope")),
         grpc_infer("gRPC infer, raw contents", "add_sub", add_sub()),
         grpc_infer("gRPC infer, typed contents", "add_sub", add_sub(), raw=False),
@@ -399,6 +435,23 @@ def _grpc_cases() -> list[Case]:
         rpc("gRPC trace settings", "TraceSetting", pb.TraceSettingRequest()),
         rpc("gRPC trace settings, unknown model", "TraceSetting", pb.TraceSettingRequest(model_name="nope")),
         rpc("gRPC log settings", "LogSettings", pb.LogSettingsRequest()),
+        rpc("gRPC log settings update", "LogSettings", pb.LogSettingsRequest(settings={
+            "log_verbose_level": pb.LogSettingsRequest.SettingValue(uint32_param=0)})),
+        rpc("gRPC log settings, wrong type", "LogSettings", pb.LogSettingsRequest(settings={
+            "log_info": pb.LogSettingsRequest.SettingValue(string_param="yes")})),
+        rpc("gRPC trace settings update", "TraceSetting", pb.TraceSettingRequest(settings={
+            "trace_rate": pb.TraceSettingRequest.SettingValue(value=["2"])})),
+        rpc("gRPC trace settings restored", "TraceSetting", pb.TraceSettingRequest(settings={
+            "trace_rate": pb.TraceSettingRequest.SettingValue(value=["1000"])})),
+        rpc("gRPC repository unload", "RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="spare")),
+        rpc("gRPC repository load", "RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="spare")),
+        rpc("gRPC infer, request id echoed", "ModelInfer", _with_id(grpc_message("add_sub", add_sub()), "req-2")),
+        stream("gRPC stream, decoupled model", grpc_message("repeat", [tensor("IN", "INT32", [2], [1, 2])]), 2),
+        stream("gRPC stream, unknown model", grpc_message("nope", add_sub()), 1),
+        stream("gRPC stream, wrong shape", grpc_message("add_sub", add_sub(shape=[2, 2])), 1),
+        stream("gRPC stream, sequence START and END", grpc_message(
+            "sequence", [tensor("INPUT0", "FP32", [1], [1.0])],
+            parameters={"sequence_id": 11, "sequence_start": True, "sequence_end": True}), 1),
     ]
 
 

@@ -30,8 +30,11 @@ VERSION = Listed("`GET /v2` reports version `2.73.0`", "openinfer follows the pr
 LATEST = Listed("the version `latest` in HTTP paths", "Flink's provider puts `latest` in its URLs")
 GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
                        "the datatype is read where the request is decoded, before the model is known")
+GENERATE_COUNT = Listed("`generate` on a model that sends other than one response is refused with 400",
+                        "an error is never answered 200; the client should have used generate_stream")
 
 KNOWN: dict[str, Listed] = {
+    "generate, decoupled model": GENERATE_COUNT,
     "server metadata": VERSION,
     "model metadata, version 'latest'": LATEST,
     "infer JSON, version 'latest'": LATEST,

@@ -50,6 +50,19 @@ def binary_body(doc: dict, blobs: list[bytes]) -> tuple[bytes, dict[str, str]]:
     return header + b"".join(blobs), {"Inference-Header-Content-Length": str(len(header))}
 
 
+def events(text: str) -> list:
+    """Server-sent events, each `data:` payload read as JSON (a JSON object's order is no part of it)."""
+    out: list[Any] = []
+    for event in text.split("\n\n"):
+        data = "\n".join(line[5:].strip() for line in event.splitlines() if line.startswith("data:"))
+        if data:
+            try:
+                out.append(json.loads(data))
+            except ValueError:
+                out.append(data)
+    return out
+
+
 def http_answer(reply: httpx.Response, view: View | None) -> dict:
     """Status and body; binary outputs decoded into `data`; `view` picks from a 200's body."""
     length = reply.headers.get("Inference-Header-Content-Length")
@@ -60,6 +73,8 @@ def http_answer(reply: httpx.Response, view: View | None) -> dict:
             size = output.get("parameters", {}).get("binary_data_size")
             if size is not None:
                 output["data"], blob = decode(output["datatype"], blob[:size]), blob[size:]
+    elif reply.headers.get("content-type", "").startswith("text/event-stream"):
+        body = events(reply.text)
     else:
         try:
             body = reply.json() if reply.content else ""
@@ -68,6 +83,20 @@ def http_answer(reply: httpx.Response, view: View | None) -> dict:
     if reply.status_code == 200 and view is not None:
         body = view(body)
     return {"status": reply.status_code, "body": body}
+
+
+def grpc_stream_answer(call: Callable[[], Any], count: int) -> dict:
+    """The first `count` responses of a stream, each a response or an error message."""
+    answers: list[Any] = []
+    try:
+        for reply in call():
+            answers.append({"error": reply.error_message} if reply.error_message else
+                           grpc_answer(lambda r=reply: r.infer_response, None)["body"])
+            if len(answers) == count:
+                break
+    except grpc.RpcError as exc:
+        return {"code": exc.code().name, "details": exc.details(), "responses": answers}
+    return {"code": "OK", "responses": answers}
 
 
 def grpc_answer(call: Callable[[], Any], view: View | None) -> dict:
@@ -105,6 +134,15 @@ def stats(body: dict) -> Any:
     entries = body.get("model_stats", [])
     return {"models": sorted((e.get("name"), e.get("version")) for e in entries),
             "fields": keys(entries[0]) if entries else None}
+
+
+def counts(body: dict) -> Any:
+    """The counters of each model version's statistics (timings are each server's own)."""
+    return [{"name": e.get("name"), "version": e.get("version"), "inference_count": e.get("inference_count"),
+             "execution_count": e.get("execution_count"),
+             "success": e.get("inference_stats", {}).get("success", {}).get("count"),
+             "fail": e.get("inference_stats", {}).get("fail", {}).get("count")}
+            for e in body.get("model_stats", [])]
 
 
 def index(body: list) -> list:
