@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 import grpc
 import httpx
+import numpy as np
 import pytest
+import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2_grpc
 
 from . import repository, servers
-from .cases import Clients
+from .cases import FOUR, ONES, SHM_IN, SHM_OUT, Clients
 from .known import KNOWN
 
 ENABLE = "OPENINFER_CONFORMANCE"
@@ -40,6 +42,7 @@ DIFFERENCES: list[Difference] = []
 class Peers:
     ours: Clients
     triton: Clients
+    triton_process: servers.TritonProcess
 
 
 def _clients(stack: ExitStack, endpoint: servers.Endpoint) -> Clients:
@@ -61,8 +64,17 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
     with ExitStack() as stack:
         stack.callback(triton.stop)
         stack.callback(ours.stop)
+        _regions(stack)
         yield Peers(_clients(stack, servers.Endpoint("openinfer", ours.http_port, ours.grpc_port)),
-                    _clients(stack, triton.endpoint))
+                    _clients(stack, triton.endpoint), triton)
+
+
+def _regions(stack: ExitStack) -> None:
+    """The system shared-memory regions the shm cases register (FOUR then ONES in the input one)."""
+    for (key, size), values in ((SHM_IN, FOUR + ONES), (SHM_OUT, [0.0] * 8)):
+        handle = shm.create_shared_memory_region(key.strip("/"), key, size)
+        stack.callback(shm.destroy_shared_memory_region, handle)
+        shm.set_shared_memory_region(handle, [np.array(values, np.float32)])
 
 
 def _show(answer: dict) -> str:

@@ -19,6 +19,9 @@ DATA_WORDS = Listed("the messages of JSON data errors name the input",
                     "a client's mistake is 4xx, and the message says which input and why")
 NOT_JSON = Listed("those of bodies that are not JSON come from another parser",
                   "a client's mistake is 4xx; the JSON parser is not Triton's, nor are its words")
+NAN = Listed("request JSON refuses `NaN`/`Infinity`", "strict JSON; such values travel exactly in binary")
+ENCODING = Listed("415 for an unknown `Content-Encoding`", "the client's encoding, not the server's failure")
+RESERVED = Listed("reserved parameters of the wrong type", "one rule for both protocols, in the words of Triton's gRPC frontend")
 NOT_FOUND = Listed("404 for a load of an unknown model", "a model the repository lacks is NOT_FOUND, not the server's fault")
 ANY_CASE = Listed("an input or output name in the wrong case is taken",
                   "Flink's provider upper-cases names; one match is unambiguous")
@@ -51,9 +54,24 @@ KNOWN: dict[str, Listed] = {
     "infer JSON, extra input": COUNT_LISTS,
     "infer JSON, an input to a model without inputs": COUNT_LISTS,
     "infer, malformed JSON": NOT_JSON,
-    "infer, inputs not an array": NOT_JSON,
-    "infer, no inputs field": NOT_JSON,
-    "sequence, sequence_id of the wrong type": FOUR_XX,
+    "infer, inputs not an array": FOUR_XX,
+    "infer, no inputs field": FOUR_XX,
+    "infer, body an array": FOUR_XX,
+    "infer, body null": FOUR_XX,
+    "infer, NaN in data": NAN,
+    "infer, unknown Content-Encoding": ENCODING,
+    "infer JSON, ragged nested data": DATA_WORDS,
+    "infer JSON, negative dimension": DATA_WORDS,
+    "infer JSON, shape not an array": FOUR_XX,
+    "infer JSON, binary_data not a boolean": FOUR_XX,
+    "infer JSON, binary_data_output not a boolean": FOUR_XX,
+    "infer JSON, classification negative": FOUR_XX,
+    "infer JSON, timeout of the wrong type": RESERVED,
+    "infer JSON, request id not a string": FOUR_XX,
+    "shm infer, output region too small": FOUR_XX,
+    "shm register, larger than the region": FOUR_XX,
+    "shm register, offset past the region": FOUR_XX,
+    "sequence, sequence_id of the wrong type": RESERVED,
     "repository load, unknown model": NOT_FOUND,
     "gRPC repository load, unknown model": NOT_FOUND,
     "repository load, config not JSON": FOUR_XX,

@@ -13,6 +13,8 @@ from .known import KNOWN
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_openinfer_answers_as_triton(case: Case, peers: Peers) -> None:
     ours, triton = case.send(peers.ours), case.send(peers.triton)
+    if peers.triton_process.process.poll() is not None:  # every later case would fail to connect
+        pytest.exit(f"tritonserver exited on '{case.id}':\n{peers.triton_process.log()[-3000:]}", returncode=1)
     if ours == triton:
         assert case.id not in KNOWN, f"'{case.id}' is answered as Triton answers it: take it out of known.py"
         return

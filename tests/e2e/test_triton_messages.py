@@ -113,3 +113,37 @@ def test_the_instance_group_added_by_default_bears_the_models_name(http):
     assert http.get("/v2/models/identity_fp32/config").json()["instance_group"][0]["name"] == "identity_fp32"
     # Groups the config declares without a name are numbered.
     assert http.get("/v2/models/add_sub/config").json()["instance_group"][0]["name"] == "add_sub_0"
+
+
+@pytest.mark.parametrize("body,message", [
+    (b"[]", "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    (b"{}", "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    (b'{"inputs": {}}', "Unable to parse 'inputs': attempt to access JSON non-array as array"),
+    (b'{"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": 4, "data": [1, 2, 3, 4]}]}',
+     "Unable to parse 'shape': attempt to access JSON non-array as array"),
+    (b'{"inputs": [], "parameters": {"binary_data_output": "yes"}}',
+     "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"),
+    (b'{"inputs": [], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": 1}}]}',
+     "Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean"),
+    (b"", "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 2 "
+          "inputs in 'add_sub' model configuration"),  # an empty body is a raw request, as in Triton
+])
+def test_malformed_infer_bodies_are_named_in_tritons_words(http, body, message):
+    reply = http.post("/v2/models/add_sub/infer", content=body)
+    assert _error(reply) == (400, message)  # Triton: 500 for all but the last (README)
+
+
+def test_classification_zero_asks_for_none_over_http_and_is_refused_over_grpc(http, stub):
+    doc = {"inputs": [_tensor("INPUT0", [4], FOUR), _tensor("INPUT1", [4], FOUR)],
+           "outputs": [{"name": "OUTPUT0", "parameters": {"classification": 0}}]}
+    reply = http.post("/v2/models/add_sub/infer", json=doc)
+    assert reply.status_code == 200
+    assert reply.json()["outputs"][0]["data"] == [2.0, 4.0, 6.0, 8.0]  # the values, not classes
+    message = pb.ModelInferRequest(model_name="add_sub")
+    for name in ("INPUT0", "INPUT1"):
+        message.inputs.add(name=name, datatype="FP32", shape=[4]).contents.fp32_contents.extend(FOUR)
+    message.outputs.add(name="OUTPUT0").parameters["classification"].int64_param = 0
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(message, timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "invalid value for 'classification' parameter, expected >= 0"

@@ -224,8 +224,8 @@ FP32 = {"name": "INPUT_FP32", "datatype": "FP32", "shape": [1], "data": [1.0]}
 HAND = [
     # (label, body, headers, status, message fragment)
     ("malformed json", b'{"inputs": [', {}, 400, "failed to parse the request JSON"),
-    ("not an object", b"[1, 2, 3]", {}, 400, "expected a JSON object"),
-    ("empty body", b"", {}, 400, "failed to parse"),
+    ("not an object", b"[1, 2, 3]", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("empty body", b"", {}, 400, "Raw request must only have 1 input"),  # as Triton: a raw request
     ("deep nesting", b"[" * 100_000 + b"]" * 100_000, {}, 400, "failed to parse"),
     ("deep object nesting", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, {}, 400, "failed to parse"),
     ("data nested 150 levels", _infer_body([{**FP32, "data": json.loads("[" * 150 + "1" + "]" * 150)}]), {}, 400,
@@ -244,7 +244,7 @@ HAND = [
     ("fp16 as json", _infer_body([{"name": "INPUT_FP16", "datatype": "FP16", "shape": [1], "data": [1.0]}]), {}, 400, "FP16"),
     ("bool as number", _infer_body([{"name": "INPUT_BOOL", "datatype": "BOOL", "shape": [1], "data": [1]}]), {}, 400, "boolean"),
     ("absurd classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 2**200}}]), {}, 400, "classification"),
-    ("zero classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 0}}]), {}, 400, "classification"),
+    ("negative classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": -1}}]), {}, 400, "classification"),
     ("unknown output", _infer_body([FP32], outputs=[{"name": "NOPE"}]), {}, 400, "unexpected inference output"),
     # identity_any answers only for the inputs it is given: the model's doing, so 500.
     ("output the model did not produce", _infer_body([FP32], outputs=[{"name": "OUTPUT_INT8"}]), {}, 500, "did not produce requested output"),
@@ -256,9 +256,9 @@ HAND = [
     ("unknown encoding", _infer_body([FP32]), {"Content-Encoding": "br"}, 415, "Unsupported compression type"),
     ("garbage gzip", b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}, 400, "decompress"),
     # Every client mistake is a 4xx, even where Triton answers 500 or 501.
-    ("body null", b"null", {}, 400, "expected a JSON object"),
-    ("body a number", b"3", {}, 400, "expected a JSON object"),
-    ("body a string", b'"inputs"', {}, 400, "expected a JSON object"),
+    ("body null", b"null", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("body a number", b"3", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("body a string", b'"inputs"', {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
     ("invalid utf-8", b'{"id": "\xff\xfe", "inputs": []}', {}, 400, "failed to parse"),
     ("lone surrogate", b'{"id": "\\ud800", "inputs": []}', {}, 400, "failed to parse"),
     ("lone surrogate in data", b'{"inputs": [{"name": "INPUT_STRING", "datatype": "BYTES", "shape": [1], "data": ["\\udfff"]}]}', {}, 400, "failed to parse"),
@@ -274,7 +274,7 @@ HAND = [
     ("fractional dim", _infer_body([{**FP32, "shape": [1.5]}]), {}, 400, "non-unsigned-integer"),
     ("string dim", _infer_body([{**FP32, "shape": ["1"]}]), {}, 400, "non-unsigned-integer"),
     ("bool dim", _infer_body([{**FP32, "shape": [True]}]), {}, 400, "non-unsigned-integer"),
-    ("shape a number", _infer_body([{**FP32, "shape": 1}]), {}, 400, "non-unsigned-integer"),
+    ("shape a number", _infer_body([{**FP32, "shape": 1}]), {}, 400, "non-array as array"),
     ("parameters a list", _infer_body([FP32], parameters=[1]), {}, 400, "'parameters'"),
     ("parameters a string", _infer_body([FP32], parameters="binary"), {}, 400, "'parameters'"),
     ("input parameters a list", _infer_body([{**FP32, "parameters": [1]}]), {}, 400, "'parameters'"),
