@@ -276,6 +276,7 @@ def _refused_cases() -> list[Case]:
         http("infer, inputs not an array", "POST", "/v2/models/add_sub/infer", {"inputs": {}}),
         http("infer, no inputs field", "POST", "/v2/models/add_sub/infer", {}),
         http("infer, body an array", "POST", "/v2/models/add_sub/infer", []),
+        http("infer, invalid UTF-8", "POST", "/v2/models/add_sub/infer", content=b'{"id": "\xff", "inputs": []}'),
         http("infer, body null", "POST", "/v2/models/add_sub/infer", content=b"null"),
         http("infer, empty body", "POST", "/v2/models/add_sub/infer", content=b""),
         http("infer, NaN in data", "POST", "/v2/models/add_sub/infer",
@@ -460,10 +461,16 @@ def _extension_cases() -> list[Case]:
         http("trace settings restored", "POST", "/v2/trace/setting", {"trace_rate": "1000"}),
         http("trace settings, unknown setting", "POST", "/v2/trace/setting", {"colour": "red"}),
         http("trace settings, rate not a number", "POST", "/v2/trace/setting", {"trace_rate": "often"}),
+        http("trace settings, unknown level", "POST", "/v2/trace/setting", {"trace_level": ["EVIL"]}),
+        http("trace settings, trace_file changed", "POST", "/v2/trace/setting", {"trace_file": "/tmp/openinfer-trace"}),
+        http("trace settings, trace_mode", "POST", "/v2/trace/setting", {"trace_mode": "opentelemetry"}),
         http("log settings", "GET", "/v2/logging"),
         http("log settings update", "POST", "/v2/logging", {"log_verbose_level": 0, "log_info": True}),
         http("log settings, unknown setting", "POST", "/v2/logging", {"colour": "red"}),
         http("log settings, wrong type", "POST", "/v2/logging", {"log_info": "yes"}),
+        http("log settings, unknown format", "POST", "/v2/logging", {"log_format": "xml"}),
+        http("log settings, log_file changed", "POST", "/v2/logging", {"log_file": "/tmp/openinfer-log"}),
+        http("log settings, verbose level negative", "POST", "/v2/logging", {"log_verbose_level": -1}),
         http("statistics, counts of a model used once", "GET", "/v2/models/labelled/stats", view=wire.counts),
         http("generate", "POST", "/v2/models/add_sub/generate", {"INPUT0": FOUR, "INPUT1": ONES}),
         http("generate, missing input", "POST", "/v2/models/add_sub/generate", {"INPUT0": FOUR}),
@@ -545,6 +552,10 @@ def _grpc_cases() -> list[Case]:
             "log_verbose_level": pb.LogSettingsRequest.SettingValue(uint32_param=0)})),
         rpc("gRPC log settings, wrong type", "LogSettings", pb.LogSettingsRequest(settings={
             "log_info": pb.LogSettingsRequest.SettingValue(string_param="yes")})),
+        rpc("gRPC log settings, unknown format", "LogSettings", pb.LogSettingsRequest(settings={
+            "log_format": pb.LogSettingsRequest.SettingValue(string_param="xml")})),
+        rpc("gRPC trace settings, unknown level", "TraceSetting", pb.TraceSettingRequest(settings={
+            "trace_level": pb.TraceSettingRequest.SettingValue(value=["EVIL"])})),
         rpc("gRPC trace settings update", "TraceSetting", pb.TraceSettingRequest(settings={
             "trace_rate": pb.TraceSettingRequest.SettingValue(value=["2"])})),
         rpc("gRPC trace settings restored", "TraceSetting", pb.TraceSettingRequest(settings={

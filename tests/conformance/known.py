@@ -20,6 +20,9 @@ DATA_WORDS = Listed("the messages of JSON data errors name the input",
 NOT_JSON = Listed("those of bodies that are not JSON come from another parser",
                   "a client's mistake is 4xx; the JSON parser is not Triton's, nor are its words")
 NAN = Listed("request JSON refuses `NaN`/`Infinity`", "strict JSON; such values travel exactly in binary")
+UTF8 = Listed("and invalid UTF-8", "strict JSON; an id that is not text cannot be written back in a JSON answer")
+TRACE_LEVEL = Listed("unknown trace levels are refused", "a setting that cannot be applied is not answered as applied")
+LOG_FORMAT = Listed("Client mistakes answered 4xx where Triton answers 500", "an unknown format is the client's mistake, 400 (Triton's HTTP: 503)")
 ENCODING = Listed("415 for an unknown `Content-Encoding`", "the client's encoding, not the server's failure")
 RESERVED = Listed("reserved parameters of the wrong type", "one rule for both protocols, in the words of Triton's gRPC frontend")
 NOT_FOUND = Listed("404 for a load of an unknown model", "a model the repository lacks is NOT_FOUND, not the server's fault")
@@ -59,6 +62,12 @@ KNOWN: dict[str, Listed] = {
     "infer, body an array": FOUR_XX,
     "infer, body null": FOUR_XX,
     "infer, NaN in data": NAN,
+    "infer, invalid UTF-8": UTF8,
+    "trace settings, unknown level": TRACE_LEVEL,
+    "trace settings, trace_mode": TRACE_LEVEL,
+    "gRPC trace settings, unknown level": TRACE_LEVEL,
+    "log settings, unknown format": LOG_FORMAT,
+    "log settings, verbose level negative": FOUR_XX,
     "infer, unknown Content-Encoding": ENCODING,
     "infer JSON, ragged nested data": DATA_WORDS,
     "infer JSON, negative dimension": DATA_WORDS,

@@ -324,9 +324,9 @@ SETTINGS = [
     ("trace: rate not a number", "/v2/trace/setting", b'{"trace_rate": "often"}', 400, "'trace_rate'"),
     ("trace: body a list", "/v2/trace/setting", b"[]", 400, "expected a JSON object"),
     ("trace: empty body", "/v2/trace/setting", b"", 400, "empty"),
-    ("log: info a string", "/v2/logging", b'{"log_info": "yes"}', 400, "'log_info'"),
-    ("log: level negative", "/v2/logging", b'{"log_verbose_level": -1}', 400, "'log_verbose_level'"),
-    ("log: level a float", "/v2/logging", b'{"log_verbose_level": 1.5}', 400, "'log_verbose_level'"),
+    ("log: info a string", "/v2/logging", b'{"log_info": "yes"}', 400, "non-boolean as boolean"),  # Triton names no key
+    ("log: level negative", "/v2/logging", b'{"log_verbose_level": -1}', 400, "non-unsigned-integer"),
+    ("log: level a float", "/v2/logging", b'{"log_verbose_level": 1.5}', 400, "non-unsigned-integer"),
     ("log: unknown format", "/v2/logging", b'{"log_format": "xml"}', 400, "log_format"),
     ("log: body a number", "/v2/logging", b"1", 400, "expected a JSON object"),
     ("shm: key a number", "/v2/systemsharedmemory/region/r/register", b'{"key": 5, "byte_size": 4}', 400, "'key'"),
