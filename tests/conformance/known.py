@@ -21,7 +21,7 @@ NOT_JSON = Listed("those of bodies that are not JSON come from another parser",
                   "a client's mistake is 4xx; the JSON parser is not Triton's, nor are its words")
 NAN = Listed("request JSON refuses `NaN`/`Infinity`", "strict JSON; such values travel exactly in binary")
 UTF8 = Listed("and invalid UTF-8", "strict JSON; an id that is not text cannot be written back in a JSON answer")
-TRACE_LEVEL = Listed("unknown trace levels are refused", "a setting that cannot be applied is not answered as applied")
+TRACE_LEVEL = Listed("unknown trace levels and trace modes other than `triton` are refused", "a setting that cannot be applied is not answered as applied")
 LOG_FORMAT = Listed("Client mistakes answered 4xx where Triton answers 500", "an unknown format is the client's mistake, 400 (Triton's HTTP: 503)")
 ENCODING = Listed("415 for an unknown `Content-Encoding`", "the client's encoding, not the server's failure")
 RESERVED = Listed("reserved parameters of the wrong type", "one rule for both protocols, in the words of Triton's gRPC frontend")
