@@ -286,7 +286,7 @@ class InferenceServer:
         if response.error is not None:
             return response
         return finish_outputs(
-            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
+            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request), model.outputs
         )
 
     def _conclude(

@@ -341,6 +341,31 @@ def _datatype_cases() -> list[Case]:
     return cases
 
 
+def _python_cases() -> list[Case]:
+    """A Python model's mistakes, BLS calls and an ensemble, as the client sees them."""
+    def faulty(how: int) -> list[dict]:
+        return [tensor("INPUT0", "FP32", [1], [float(how)])]
+
+    what = ["raises", "answers an error with a code", "answers an error without a code",
+            "answers an output it does not declare", "answers an output of the wrong datatype",
+            "answers an output of the wrong shape", "answers NOT_FOUND", "answers no outputs",
+            "returns no responses", "raises TritonModelException", "raises in a function it calls"]
+    cases = [infer(f"Python model {text}", "faulty", faulty(i)) for i, text in enumerate(what)]
+    cases += [grpc_infer(f"gRPC Python model {text}", "faulty", faulty(i)) for i, text in enumerate(what)]
+    calls = ["a model", "an unknown model", "a model with a wrong shape", "a model without an input"]
+    cases += [infer(f"BLS call to {text}", "bls", faulty(i)) for i, text in enumerate(calls)]
+    cases += [
+        http("model metadata, ensemble", "GET", "/v2/models/ensemble"),
+        http("model config, ensemble", "GET", "/v2/models/ensemble/config"),
+        infer("infer, ensemble", "ensemble", [tensor("IN", "FP32", [4], FOUR)]),
+        infer("infer, ensemble with a wrong shape", "ensemble", [tensor("IN", "FP32", [2], [1, 2])]),
+        infer("infer, ensemble's inner tensor asked for", "ensemble", [tensor("IN", "FP32", [4], FOUR)],
+              outputs=[{"name": "twice"}]),
+        grpc_infer("gRPC infer, ensemble", "ensemble", [tensor("IN", "FP32", [4], FOUR)]),
+    ]
+    return cases
+
+
 def _sequence_cases() -> list[Case]:
     one = [tensor("INPUT0", "FP32", [1], [1.0])]
     return [
@@ -572,5 +597,5 @@ def _grpc_cases() -> list[Case]:
     ]
 
 
-CASES: list[Case] = [*_server_cases(), *_infer_cases(), *_refused_cases(), *_datatype_cases(), *_sequence_cases(),
+CASES: list[Case] = [*_server_cases(), *_infer_cases(), *_refused_cases(), *_datatype_cases(), *_python_cases(), *_sequence_cases(),
                      *_shm_cases(), *_extension_cases(), *_grpc_cases()]

@@ -33,6 +33,8 @@ EMPTY_VALUES = Listed("values sent for a tensor whose shape holds no element are
 COUNT_LISTS = Listed("the input-count message lists the names it got in sorted order",
                      "a fixed order; Triton's order is its hash map's, and its `]` a slip")
 VERSION = Listed("`GET /v2` reports version `2.73.0`", "openinfer follows the protocol of Triton 2.73")
+NEWER_CONFIG = Listed("model configurations carry that release's fields",
+                      "the configuration schema is Triton 2.73's, which has fields 2.51 lacks")
 LATEST = Listed("the version `latest` in HTTP paths", "Flink's provider puts `latest` in its URLs")
 GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
                        "the datatype is read where the request is decoded, before the model is known")
@@ -42,6 +44,7 @@ GENERATE_COUNT = Listed("`generate` on a model that sends other than one respons
 KNOWN: dict[str, Listed] = {
     "generate, decoupled model": GENERATE_COUNT,
     "server metadata": VERSION,
+    "model config, ensemble": NEWER_CONFIG,
     "model metadata, version 'latest'": LATEST,
     "infer JSON, version 'latest'": LATEST,
     "infer JSON, values for an empty shape": EMPTY_VALUES,

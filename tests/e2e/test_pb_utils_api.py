@@ -163,10 +163,14 @@ def test_triton_error_codes_map_to_http_and_grpc_statuses(server):
     assert failure(server, "api", "error:default").status() == "500"  # INTERNAL unless given
     raised = failure(server, "api", "raise:now", "grpc")
     assert raised.status() == "StatusCode.INTERNAL"
-    assert raised.message() == "Failed to process the request(s) for model 'api_0', message: the model gave up: now"
+    # What the model raised is named with its type and the model's frames, innermost first, as Triton's stub does.
+    head, frames = raised.message().split("\n\nAt:\n")
+    assert head == "Failed to process the request(s) for model 'api_0', message: TritonModelException: the model gave up: now"
+    assert [line.rsplit(": ", 1)[1] for line in frames.splitlines()] == ["case_raise", "execute"]
+    assert all(line.startswith("  ") and "/api/1/model.py(" in line for line in frames.splitlines())
     pid = ask(server, "api", "world")["pid"]
     exited = failure(server, "api", "exit:3")  # sys.exit() fails the batch, not the process
-    assert exited.message() == "Failed to process the request(s) for model 'api_0', message: SystemExit: 3"
+    assert exited.message().startswith("Failed to process the request(s) for model 'api_0', message: SystemExit: 3\n\nAt:\n")
     assert ask(server, "api", "world")["pid"] == pid
 
 
@@ -318,8 +322,8 @@ def test_bls_cancel_of_a_decoupled_stream_reaches_the_callee(server, request):
 
 def test_bls_to_an_unknown_model_is_an_error_response(server):
     found = ask(server, "async_api", "unknown")
-    expected = {"error": "Model no_such_model - Error when running inference: Request for unknown model: "
-                         "'no_such_model' is not found", "code": 2}
+    expected = {"error": "Model no_such_model - Error when running inference: Failed for execute the inference "
+                         "request. Model 'no_such_model' is not ready.", "code": 2}
     assert found["async"] == expected
     if not server.in_process:
         assert found["exec"] == {"value": expected}
@@ -545,7 +549,7 @@ def test_the_world_a_model_lives_in(server):
         assert found["pid"] != server.process.pid
         assert found["argv_at_initialize"] == [""] and found["argv"] == [""]
     if server.in_process:  # unittest.main() parses sys.argv: here the server's own command line
-        assert failure(server, "selftest", "run").message().endswith("message: SystemExit: 2")
+        assert "message: SystemExit: 2\n\nAt:\n" in failure(server, "selftest", "run").message()
     else:
         assert ask(server, "selftest", "run") == {"ok": True, "ran": 2}
 

@@ -102,6 +102,20 @@ class TritonPythonModel:
 '''
 
 
+# Answers OUT and an output its config does not declare.
+UNDECLARED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([
+            pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()),
+            pb_utils.Tensor("EXTRA", np.ones([1], np.float32))]) for r in requests]
+'''
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("python_models")
@@ -122,6 +136,7 @@ def server(tmp_path_factory):
         FAULTY,
     )
     write_model(repo, "auto", 'backend: "python"\n', AUTO)
+    write_model(repo, "undeclared", FP32_IO.format(name="undeclared", extra=""), UNDECLARED)
     write_model(repo, "broken_code", FP32_IO.format(name="broken_code", extra=""), "def oops(:\n")
     write_model(repo, "broken_config", "this is { not a config", None)
     with Server(repo, ["--exit-on-error=false"]) as running:
@@ -187,6 +202,15 @@ def test_auto_complete_config(server):
     tensor = httpclient.InferInput("X", [1, 2], "INT32")
     tensor.set_data_from_numpy(np.array([[1, 2]], dtype=np.int32))
     np.testing.assert_array_equal(client.infer("auto", [tensor]).as_numpy("Y"), [[2, 3]])
+
+
+@pytest.mark.parametrize("client", [httpclient, grpcclient])
+def test_outputs_the_config_does_not_declare_are_dropped(server, client):
+    url = server.http_url if client is httpclient else server.grpc_url
+    result = client.InferenceServerClient(url).infer("undeclared", [_fp32([1.0, 2.0], client)])
+    response = result.get_response()
+    names = [o["name"] for o in response["outputs"]] if client is httpclient else [o.name for o in response.outputs]
+    assert names == ["OUT"]  # as Triton: what the config does not declare never reaches the client
 
 
 def test_model_errors_are_reported_and_server_carries_on(server):
