@@ -1,13 +1,14 @@
 """Model warm-up: the config's `model_warmup` samples run on every instance before READY.
 
 Each sample names its inputs with zero data, random data or the contents of a file under
-`<model>/warmup/`; `batch_size` (for batching models) stacks the sample that many times and
-`count` repeats it. Samples go straight to each instance, bypassing the scheduler, so warm-up
+`<model>/warmup/`; `batch_size` (for batching models) stacks the sample that many times (a
+sample of batch size 0, the default, is skipped, as Triton skips it) and `count` repeats it. Samples go straight to each instance, bypassing the scheduler, so warm-up
 never shows in the statistics. A failing sample fails the load with Triton's message.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,8 @@ from .errors import InvalidArgumentError, OpenInferError
 from .model import LoadedModel
 from .responses import StreamSender, UnarySender
 from .types import InferRequest, Tensor
+
+log = logging.getLogger("openinfer.warmup")
 
 
 def _sample_array(
@@ -79,7 +82,7 @@ def _random(dtype: np.dtype, count: int) -> np.ndarray:
 
 def _samples(model: LoadedModel, sample: mc.ModelWarmup) -> tuple[list[Tensor], list[Tensor]]:
     """The sample's tensors: those the config declares, and the others."""
-    batch = max(int(sample.batch_size), 1)
+    batch = int(sample.batch_size)
     declared: list[Tensor] = []
     undeclared: list[Tensor] = []
     for name, spec in sample.inputs.items():
@@ -119,6 +122,9 @@ async def run_warmup(model: LoadedModel) -> None:
     request checks refuse fails the load with the check's message alone, as in Triton; other
     failures name the sample."""
     for sample in model.config.model_warmup:
+        if sample.batch_size == 0:  # Triton skips a sample of batch size 0 (the field's default)
+            log.debug("skipping warmup sample '%s' of model '%s': its batch_size is 0", sample.name, model.name)
+            continue
         try:
             declared, undeclared = _samples(model, sample)
         except OpenInferError as exc:

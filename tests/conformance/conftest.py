@@ -61,6 +61,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
         ours, triton = servers.start_both(repo, work)
     except LookupError as exc:
         pytest.skip(f"Triton 2.51 cannot run here: {exc}")
+    repository.write_later(repo)
     with ExitStack() as stack:
         stack.callback(triton.stop)
         stack.callback(ours.stop)

@@ -35,6 +35,8 @@ COUNT_LISTS = Listed("the input-count message lists the names it got in sorted o
 VERSION = Listed("`GET /v2` reports version `2.73.0`", "openinfer follows the protocol of Triton 2.73")
 NEWER_CONFIG = Listed("model configurations carry that release's fields",
                       "the configuration schema is Triton 2.73's, which has fields 2.51 lacks")
+NO_VERSIONS = Listed("a model without a version to load is listed in the repository index",
+                     "the index names every model the repository holds, with why it is not served")
 LATEST = Listed("the version `latest` in HTTP paths", "Flink's provider puts `latest` in its URLs")
 GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
                        "the datatype is read where the request is decoded, before the model is known")
@@ -85,6 +87,11 @@ KNOWN: dict[str, Listed] = {
     "shm register, offset past the region": FOUR_XX,
     "sequence, sequence_id of the wrong type": RESERVED,
     "repository load, unknown model": NOT_FOUND,
+    "repository load, broken config": FOUR_XX,
+    "repository load, wrong name": FOUR_XX,
+    "repository load, config override with another name": FOUR_XX,
+    "repository index with failed loads": NO_VERSIONS,
+    "gRPC repository index": NO_VERSIONS,
     "gRPC repository load, unknown model": NOT_FOUND,
     "repository load, config not JSON": FOUR_XX,
     "repository load, unknown parameter": FOUR_XX,

@@ -209,3 +209,34 @@ def write(repo: Path) -> Path:
     write_model(repo, "bls", ONE_IN_ONE_OUT.format(name="bls", out="TYPE_STRING"), BLS)
     (repo / "labelled" / "labels.txt").write_text("zero\none\ntwo\nthree\n")
     return repo
+
+
+#: Written once both servers run (with every model loaded at start, a broken one would stop
+#: them); the repository cases load them.
+LATER = {
+    "broken_config": ("this is { not a config", ECHO),
+    "broken_code": (ONE_IN_ONE_OUT.format(name="broken_code", out="TYPE_FP32"), "def oops(:\n"),
+    "broken_init": (ONE_IN_ONE_OUT.format(name="broken_init", out="TYPE_FP32"),
+                    "class TritonPythonModel:\n    def initialize(self, args):\n        raise ValueError('no')\n"),
+    "broken_warmup": (ONE_IN_ONE_OUT.format(name="broken_warmup", out="TYPE_FP32") + """
+model_warmup [ { name: "w" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]
+""", ECHO),
+    "skipped_warmup": (ONE_IN_ONE_OUT.format(name="skipped_warmup", out="TYPE_FP32") + """
+model_warmup [ { name: "w" inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } } ]
+""", ECHO),
+    "wrong_name": (ONE_IN_ONE_OUT.format(name="another_name", out="TYPE_FP32"), ECHO),
+    "no_versions": (ONE_IN_ONE_OUT.format(name="no_versions", out="TYPE_FP32"), None),
+    "versioned": (ONE_IN_ONE_OUT.format(name="versioned", out="TYPE_FP32")
+                  + "version_policy: { specific: { versions: [ 1, 3 ] } }\n", ECHO),
+}
+
+
+def write_later(repo: Path) -> None:
+    """The models of LATER; `versioned` has versions 1 to 3, `no_versions` none."""
+    for name, (config, model_py) in LATER.items():
+        if model_py is None:
+            (repo / name).mkdir()
+            (repo / name / "config.pbtxt").write_text(config)
+            continue
+        for version in (1, 2, 3) if name == "versioned" else (1,):
+            write_model(repo, name, config, model_py, version=version)

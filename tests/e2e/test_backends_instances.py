@@ -131,6 +131,7 @@ output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
 model_warmup [
   {
     name: "extra"
+    batch_size: 1
     inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }
     inputs { key: "INPUT1" value: { data_type: TYPE_INT32 dims: [ 2 ] random_data: true } }
   }
@@ -165,12 +166,22 @@ backend: "python"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
 output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
-model_warmup [ { name: "s" inputs { key: "input0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]
+model_warmup [ { name: "s" batch_size: 1 inputs { key: "input0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]
 """
 
 # Declares INPUT0 as FP32 and warms it up as INT32.
 WRONG_TYPE = """
 name: "wrong_type_sample"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+model_warmup [ { name: "s" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } } } ]
+"""
+
+# A sample of batch size 0 (the field's default) is skipped: this one would fail the load.
+SKIPPED = """
+name: "skipped_sample"
 backend: "python"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
@@ -201,7 +212,7 @@ def server(tmp_path_factory, park):
     write_model(repo, "warmed", WARMED, RECORDER, files={"warmup/words": strings(b"hi", b"there", b"unused")})
     write_model(repo, "grouped", GROUPED, RECORDER)
     sample = """
-    model_warmup [ {{ name: "{name}" inputs {{ key: "SLEEP" value: {{ data_type: TYPE_FP32 dims: [ 1 ] {data} }} }} }} ]
+    model_warmup [ {{ name: "{name}" batch_size: 1 inputs {{ key: "SLEEP" value: {{ data_type: TYPE_FP32 dims: [ 1 ] {data} }} }} }} ]
     """
     write_model(repo, "no_file", SIMPLE_IO + sample.format(name="missing", data='input_data_file: "nope"'), RECORDER)
     write_model(repo, "short_file", SIMPLE_IO + sample.format(name="short", data='input_data_file: "two"'), RECORDER,
@@ -210,6 +221,7 @@ def server(tmp_path_factory, park):
     write_model(repo, "undeclared", UNDECLARED, HISTORY)
     write_model(repo, "wrong_case_sample", WRONG_CASE, HISTORY)
     write_model(repo, "wrong_type_sample", WRONG_TYPE, HISTORY)
+    write_model(repo, "skipped_sample", SKIPPED, HISTORY)
     write_model(repo, "on_gpu", SIMPLE_IO + "instance_group [ { kind: KIND_GPU } ]", RECORDER)
     srv = Server(repo, ["--strict-readiness", "false", "--exit-on-error=false"]).start(wait_for="ready")
     yield srv
@@ -264,14 +276,21 @@ def test_warmup_inputs_the_config_does_not_declare_reach_the_model_unchecked(ser
     assert seen == [{"id": "", "inputs": {"INPUT0": ["float32", [4]], "INPUT1": ["int32", [2]]}}]
 
 
+def test_a_sample_of_batch_size_zero_is_skipped(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, np.float32))
+    assert json.loads(client.infer("skipped_sample", [tensor]).as_numpy("REPORT")[0]) == []  # nothing ran before
+
+
 def test_warmup_samples_are_checked_by_their_declared_names(server):
     index = {r["name"]: r for r in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()}
     assert index["wrong_case_sample"]["state"] == "UNAVAILABLE"
-    assert index["wrong_case_sample"]["reason"] == (
-        "[request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'wrong_case_sample'. Got input(s) "
+    assert index["wrong_case_sample"]["reason"] == (  # a status, as Triton writes it: its code, then its message
+        "Invalid argument: [request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'wrong_case_sample'. Got input(s) "
         "[], but missing required input(s) ['INPUT0']. Please provide all required input(s).")
     assert index["wrong_type_sample"]["reason"] == (
-        "[request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'wrong_type_sample' "
+        "Invalid argument: [request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'wrong_type_sample' "
         "expects 'FP32'")
 
 

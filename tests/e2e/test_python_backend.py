@@ -139,6 +139,8 @@ def server(tmp_path_factory):
     write_model(repo, "undeclared", FP32_IO.format(name="undeclared", extra=""), UNDECLARED)
     write_model(repo, "broken_code", FP32_IO.format(name="broken_code", extra=""), "def oops(:\n")
     write_model(repo, "broken_config", "this is { not a config", None)
+    write_model(repo, "broken_init", FP32_IO.format(name="broken_init", extra=""),
+                "class TritonPythonModel:\n\n    def initialize(self, args):\n        raise ValueError('not today')\n")
     with Server(repo, ["--exit-on-error=false"]) as running:
         yield running
 
@@ -154,7 +156,11 @@ def test_broken_models_are_unavailable_with_reason_and_others_serve(server):
     index = {row["name"]: row for row in client.get_model_repository_index()}
     assert index["introspect"]["state"] == "READY"
     assert index["broken_code"]["state"] == "UNAVAILABLE"
-    assert "SyntaxError" in index["broken_code"]["reason"]
+    # The reasons are statuses as Triton writes them, in its stub's words.
+    assert index["broken_code"]["reason"] == "Internal: SyntaxError: invalid syntax (model.py, line 1)"
+    head, frames = index["broken_init"]["reason"].split("\n\nAt:\n")
+    assert head == "Internal: ValueError: not today"
+    assert frames.endswith("/broken_init/1/model.py(4): initialize\n")
     # A configuration that does not parse fails the poll: no state, the reason in the log.
     assert index["broken_config"] == {"name": "broken_config"}
     assert "Poll failed for model directory 'broken_config': failed to parse model configuration" in server.log()
