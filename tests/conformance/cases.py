@@ -131,6 +131,18 @@ def _classification(k: int) -> Any:
     return message
 
 
+def _raw_and_typed() -> Any:
+    message = grpc_message("add_sub", add_sub())
+    message.inputs[0].contents.fp32_contents.extend(FOUR)
+    return message
+
+
+def _extra_raw() -> Any:
+    message = grpc_message("add_sub", add_sub())
+    message.raw_input_contents.append(b"\0" * 16)
+    return message
+
+
 def _with_id(message: Any, request_id: str) -> Any:
     message.id = request_id
     return message
@@ -481,6 +493,20 @@ def _extension_cases() -> list[Case]:
         http("statistics, one model", "GET", "/v2/models/add_sub/stats", view=wire.stats),
         http("statistics, one version", "GET", "/v2/models/add_sub/versions/1/stats", view=wire.stats),
         http("statistics, unknown model", "GET", "/v2/models/nope/stats"),
+        http("statistics, unknown version", "GET", "/v2/models/add_sub/versions/9/stats"),
+        http("repository load, a model already loaded", "POST", "/v2/repository/models/add_sub/load"),
+        http("repository unload, unload_dependents", "POST", "/v2/repository/models/spare/unload",
+             {"parameters": {"unload_dependents": True}}),
+        http("repository load after an unload with dependents", "POST", "/v2/repository/models/spare/load"),
+        http("repository unload, unload_dependents not a boolean", "POST", "/v2/repository/models/spare/unload",
+             {"parameters": {"unload_dependents": "yes"}}),
+        http("repository load after the unload Triton took", "POST", "/v2/repository/models/spare/load"),
+        http("repository index, ready not a boolean", "POST", "/v2/repository/index", {"ready": "yes"}),
+        http("repository load, body not JSON", "POST", "/v2/repository/models/spare/load", content=b"{"),
+        http("infer, header length not a number", "POST", "/v2/models/add_sub/infer",
+             content=json.dumps({"inputs": add_sub()}).encode(), headers={"Inference-Header-Content-Length": "x"}),
+        http("infer, header length past the body", "POST", "/v2/models/add_sub/infer",
+             content=json.dumps({"inputs": add_sub()}).encode(), headers={"Inference-Header-Content-Length": "99999"}),
         http("system shared memory status", "GET", "/v2/systemsharedmemory/status"),
         http("system shared memory status, unknown region", "GET", "/v2/systemsharedmemory/region/none/status"),
         http("system shared memory register, key that does not exist", "POST",
@@ -576,6 +602,21 @@ def _grpc_cases() -> list[Case]:
                    parameters={"sequence_id": 8}),
         grpc_infer("gRPC sequence, START and END", "sequence", [tensor("INPUT0", "FP32", [1], [1.0])],
                    parameters={"sequence_id": 8, "sequence_start": True, "sequence_end": True}),
+        rpc("gRPC infer, raw and typed contents", "ModelInfer", _raw_and_typed()),
+        rpc("gRPC infer, more raw contents than inputs", "ModelInfer", _extra_raw()),
+        grpc_infer("gRPC infer, too few typed values", "add_sub",
+                   [tensor("INPUT0", "FP32", [4], [1.0, 2.0]), tensor("INPUT1", "FP32", [4], ONES)], raw=False),
+        grpc_infer("gRPC infer, version 'latest'", "add_sub", add_sub(), version="latest"),
+        grpc_infer("gRPC infer, sequence id of a model without sequences", "add_sub", add_sub(),
+                   parameters={"sequence_id": 3}),
+        grpc_infer("gRPC infer, string sequence id", "sequence", [tensor("INPUT0", "FP32", [1], [1.0])],
+                   parameters={"sequence_id": "s-1", "sequence_start": True, "sequence_end": True}),
+        grpc_infer("gRPC infer, priority", "add_sub", add_sub(), parameters={"priority": 1}),
+        grpc_infer("gRPC infer, timeout of the wrong type", "add_sub", add_sub(), parameters={"timeout": "soon"}),
+        rpc("gRPC model metadata, version 'latest'", "ModelMetadata", pb.ModelMetadataRequest(name="add_sub", version="latest")),
+        rpc("gRPC statistics, unknown version", "ModelStatistics", pb.ModelStatisticsRequest(name="add_sub", version="9")),
+        rpc("gRPC repository index, ready only", "RepositoryIndex", pb.RepositoryIndexRequest(ready=True),
+            view=lambda b: wire.index(b.get("models", []))),
         rpc("gRPC repository index", "RepositoryIndex", pb.RepositoryIndexRequest(), view=lambda b: wire.index(b.get("models", []))),
         rpc("gRPC repository load, unknown model", "RepositoryModelLoad", pb.RepositoryModelLoadRequest(model_name="nope")),
         rpc("gRPC repository unload, unknown model", "RepositoryModelUnload", pb.RepositoryModelUnloadRequest(model_name="nope")),

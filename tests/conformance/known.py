@@ -37,7 +37,9 @@ NEWER_CONFIG = Listed("model configurations carry that release's fields",
                       "the configuration schema is Triton 2.73's, which has fields 2.51 lacks")
 NO_VERSIONS = Listed("a model without a version to load is listed in the repository index",
                      "the index names every model the repository holds, with why it is not served")
-LATEST = Listed("the version `latest` in HTTP paths", "Flink's provider puts `latest` in its URLs")
+LATEST = Listed("the version `latest` in HTTP paths and gRPC requests", "Flink's provider puts `latest` in its URLs")
+IGNORED_PART = Listed("what Triton takes while ignoring part of it is refused",
+                      "a request is served as sent or refused, never in part")
 GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
                        "the datatype is read where the request is decoded, before the model is known")
 GENERATE_COUNT = Listed("`generate` on a model that sends other than one response is refused with 400",
@@ -49,6 +51,13 @@ KNOWN: dict[str, Listed] = {
     "model config, ensemble": NEWER_CONFIG,
     "model metadata, version 'latest'": LATEST,
     "infer JSON, version 'latest'": LATEST,
+    "gRPC infer, version 'latest'": LATEST,
+    "gRPC model metadata, version 'latest'": LATEST,
+    "repository unload, unload_dependents not a boolean": IGNORED_PART,
+    "infer, header length not a number": IGNORED_PART,
+    "gRPC infer, more raw contents than inputs": IGNORED_PART,
+    "repository index, ready not a boolean": FOUR_XX,
+    "repository load, body not JSON": NOT_JSON,
     "infer JSON, values for an empty shape": EMPTY_VALUES,
     "infer JSON, wrong datatype": DATA_WORDS,
     "infer JSON, too few values": DATA_WORDS,

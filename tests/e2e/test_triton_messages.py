@@ -147,3 +147,13 @@ def test_classification_zero_asks_for_none_over_http_and_is_refused_over_grpc(ht
         stub.ModelInfer(message, timeout=30)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details() == "invalid value for 'classification' parameter, expected >= 0"
+
+
+def test_typed_grpc_contents_that_do_not_fill_the_shape_are_counted_in_bytes(stub):
+    message = pb.ModelInferRequest(model_name="add_sub", id="r3")
+    message.inputs.add(name="INPUT0", datatype="FP32", shape=[4]).contents.fp32_contents.extend([1.0, 2.0])
+    message.inputs.add(name="INPUT1", datatype="FP32", shape=[4]).contents.fp32_contents.extend(FOUR)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(message, timeout=30)
+    assert info.value.details() == ("[request id: r3] input byte size mismatch for input 'INPUT0' for model "
+                                    "'add_sub'. Expected 16, got 8")
