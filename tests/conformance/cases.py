@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ class Clients:
 
     http: httpx.Client
     stub: Any  # service_pb2_grpc.GRPCInferenceServiceStub
+    metrics_url: str
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,15 @@ def http(label: str, method: str, path: str, doc: Any = None, *, content: bytes 
         return wire.http_answer(reply, view)
 
     return Case(label, shown, send)
+
+
+def metrics(label: str, view: View) -> Case:
+    """The metrics endpoint's text, through `view` (values are each server's own)."""
+    def send(clients: Clients) -> dict:
+        reply = clients.http.get(clients.metrics_url)
+        return {"status": reply.status_code, "body": view(reply.text)}
+
+    return Case(label, "GET /metrics", send)
 
 
 def rpc(label: str, method: str, message: Any, *, view: View | None = None) -> Case:
@@ -397,8 +408,8 @@ def _sequence_cases() -> list[Case]:
 
 #: System shared-memory regions the run creates before the first case (conftest): an input
 #: region holding FOUR then ONES as FP32, and an output region of 32 bytes.
-SHM_IN = ("/openinfer_conformance_in", 32)
-SHM_OUT = ("/openinfer_conformance_out", 32)
+SHM_IN = (f"/openinfer_conformance_in_{os.getpid()}", 32)
+SHM_OUT = (f"/openinfer_conformance_out_{os.getpid()}", 32)
 
 
 def _shm_input(name: str, region: str, offset: int = 0, size: int = 16) -> dict:
@@ -549,6 +560,10 @@ def _extension_cases() -> list[Case]:
         http("generate, unknown model", "POST", "/v2/models/nope/generate", {"IN": [1]}),
         infer("infer, output to an unknown shared-memory region", "add_sub", add_sub(), outputs=[
             {"name": "OUTPUT0", "parameters": {"shared_memory_region": "none", "shared_memory_byte_size": 16}}]),
+        metrics("metrics, families and their types", wire.metric_families),
+        metrics("metrics, a model's request counters", wire.metric_samples("nv_inference_request_success",
+                                                                          "nv_inference_request_failure",
+                                                                          "nv_inference_count", "nv_inference_exec_count")),
         http("HTTP, unknown path", "GET", "/v2/nothing"),
         http("HTTP, GET on infer", "GET", "/v2/models/add_sub/infer"),
         http("HTTP, POST on health", "POST", "/v2/health/live"),

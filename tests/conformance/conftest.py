@@ -48,7 +48,7 @@ class Peers:
 def _clients(stack: ExitStack, endpoint: servers.Endpoint) -> Clients:
     http = stack.enter_context(httpx.Client(base_url=endpoint.http_base, timeout=60))
     channel = stack.enter_context(grpc.insecure_channel(endpoint.grpc_target))
-    return Clients(http, service_pb2_grpc.GRPCInferenceServiceStub(channel))
+    return Clients(http, service_pb2_grpc.GRPCInferenceServiceStub(channel), endpoint.metrics_url)
 
 
 @pytest.fixture(scope="session")
@@ -66,7 +66,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
         stack.callback(triton.stop)
         stack.callback(ours.stop)
         _regions(stack)
-        yield Peers(_clients(stack, servers.Endpoint("openinfer", ours.http_port, ours.grpc_port)),
+        yield Peers(_clients(stack, servers.Endpoint("openinfer", ours.http_port, ours.grpc_port, ours.metrics_port)),
                     _clients(stack, triton.endpoint), triton)
 
 

@@ -37,6 +37,8 @@ NEWER_CONFIG = Listed("model configurations carry that release's fields",
                       "the configuration schema is Triton 2.73's, which has fields 2.51 lacks")
 NO_VERSIONS = Listed("a model without a version to load is listed in the repository index",
                      "the index names every model the repository holds, with why it is not served")
+METRIC_FAMILIES = Listed("the metrics carry `nv_model_load_duration_secs` of later releases",
+                         "a later release's metric; no pinned memory pool to report")
 LATEST = Listed("the version `latest` in HTTP paths and gRPC requests", "Flink's provider puts `latest` in its URLs")
 IGNORED_PART = Listed("what Triton takes while ignoring part of it is refused",
                       "a request is served as sent or refused, never in part")
@@ -49,6 +51,7 @@ KNOWN: dict[str, Listed] = {
     "generate, decoupled model": GENERATE_COUNT,
     "server metadata": VERSION,
     "model config, ensemble": NEWER_CONFIG,
+    "metrics, families and their types": METRIC_FAMILIES,
     "model metadata, version 'latest'": LATEST,
     "infer JSON, version 'latest'": LATEST,
     "gRPC infer, version 'latest'": LATEST,

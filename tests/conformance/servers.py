@@ -29,10 +29,15 @@ class Endpoint:
     name: str
     http_port: int
     grpc_port: int
+    metrics_port: int
 
     @property
     def http_base(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def grpc_target(self) -> str:
@@ -44,7 +49,7 @@ class TritonProcess:
 
     def __init__(self, layout: triton.Layout, repository: Path, log_dir: Path) -> None:
         http, grpc, metrics = free_ports(3)
-        self.endpoint = Endpoint("triton", http, grpc)
+        self.endpoint = Endpoint("triton", http, grpc, metrics)
         self.log_path = log_dir / "triton.log"
         argv = [*triton.argv(layout, repository, http, grpc, metrics), *FLAGS]
         with self.log_path.open("wb") as log:

@@ -4,6 +4,7 @@ error message, output values and the metadata fields, tensors decoded wherever t
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -143,6 +144,19 @@ def counts(body: dict) -> Any:
              "success": e.get("inference_stats", {}).get("success", {}).get("count"),
              "fail": e.get("inference_stats", {}).get("fail", {}).get("count")}
             for e in body.get("model_stats", [])]
+
+
+def metric_families(text: str) -> dict[str, str]:
+    """Each metric family's name and type, from the Prometheus text."""
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+
+
+def metric_samples(*families: str) -> View:
+    """The samples of `families` for the labelled model (its counts follow the cases before)."""
+    def view(text: str) -> list[str]:
+        return sorted(line for line in text.splitlines()
+                      if line.split("{", 1)[0] in families and 'model="labelled"' in line)
+    return view
 
 
 def index(body: list) -> list:
