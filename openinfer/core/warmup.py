@@ -2,8 +2,9 @@
 
 Each sample names its inputs with zero data, random data or the contents of a file under
 `<model>/warmup/`; `batch_size` (for batching models) stacks the sample that many times (a
-sample of batch size 0, the default, is skipped, as Triton skips it) and `count` repeats it. Samples go straight to each instance, bypassing the scheduler, so warm-up
-never shows in the statistics. A failing sample fails the load with Triton's message.
+sample of batch size 0, the default, is skipped, as Triton skips it) and `count` repeats it.
+Samples go straight to each instance, bypassing the scheduler, so warm-up never shows in the
+statistics. A failing sample fails the load with Triton's message.
 """
 
 from __future__ import annotations

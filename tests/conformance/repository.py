@@ -32,7 +32,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
-def _helper():
+def _inner():
     raise KeyError("deep inside")
 
 
@@ -62,7 +62,7 @@ class TritonPythonModel:
             elif how == 9:
                 raise pb_utils.TritonModelException("the model gave up")
             elif how == 10:
-                _helper()
+                _inner()
             else:
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", np.ones([1], np.float32))]))
         if any(int(pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()[0]) == 8 for r in requests):

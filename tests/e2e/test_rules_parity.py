@@ -202,5 +202,7 @@ def test_settings_rules_answer_alike(http, stub):
     request.settings["log_format"].string_param = "xml"
     with pytest.raises(grpc.RpcError) as info:
         stub.LogSettings(request, timeout=60)
-    assert (reply.status_code, reply.json()["error"]) == (400, info.value.details())
+    # One rule, each protocol in its Triton's words: the HTTP frontend names the flag.
+    assert (reply.status_code, reply.json()["error"]) == (400, "invalid argument for --log_format, got: xml")
+    assert info.value.details() == "invalid argument for log_format, got: xml"
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -316,7 +316,7 @@ SETTINGS = [
     ("unload: parameters a list", "/v2/repository/models/identity_any/unload", b'{"parameters": [1]}', 400, "'parameters'"),
     ("unload: dependents a string", "/v2/repository/models/nothing/unload", b'{"parameters": {"unload_dependents": "yes"}}', 400, "unload_dependents"),
     ("index: body a list", "/v2/repository/index", b"[]", 400, "expected a JSON object"),
-    ("index: ready a string", "/v2/repository/index", b'{"ready": "yes"}', 400, "'ready'"),
+    ("index: ready a string", "/v2/repository/index", b'{"ready": "yes"}', 400, "non-boolean as boolean"),  # Triton's words
     ("trace: unknown level", "/v2/trace/setting", b'{"trace_level": ["EVIL"]}', 400, "unknown trace level 'EVIL'"),
     ("trace: unknown mode", "/v2/trace/setting", b'{"trace_mode": "evil"}', 400, "unsupported trace mode 'evil'"),
     ("trace: level a string", "/v2/trace/setting", b'{"trace_level": "TIMESTAMPS"}', 400, "'trace_level'"),
