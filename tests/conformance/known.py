@@ -39,6 +39,8 @@ NO_VERSIONS = Listed("a model without a version to load is listed in the reposit
                      "the index names every model the repository holds, with why it is not served")
 METRIC_FAMILIES = Listed("the metrics carry `nv_model_load_duration_secs` of later releases",
                          "a later release's metric; no pinned memory pool to report")
+UNREADABLE_CONFIG = Listed("a load whose configuration cannot be read or names another model is refused with 400",
+                           "a failed load is 400 whatever failed, and says why")
 LATEST = Listed("the version `latest` in HTTP paths and gRPC requests", "Flink's provider puts `latest` in its URLs")
 IGNORED_PART = Listed("what Triton takes while ignoring part of it is refused",
                       "a request is served as sent or refused, never in part")
@@ -99,9 +101,9 @@ KNOWN: dict[str, Listed] = {
     "shm register, offset past the region": FOUR_XX,
     "sequence, sequence_id of the wrong type": RESERVED,
     "repository load, unknown model": NOT_FOUND,
-    "repository load, broken config": FOUR_XX,
-    "repository load, wrong name": FOUR_XX,
-    "repository load, config override with another name": FOUR_XX,
+    "repository load, broken config": UNREADABLE_CONFIG,
+    "repository load, wrong name": UNREADABLE_CONFIG,
+    "repository load, config override with another name": UNREADABLE_CONFIG,
     "repository index with failed loads": NO_VERSIONS,
     "gRPC repository index": NO_VERSIONS,
     "gRPC repository load, unknown model": NOT_FOUND,
