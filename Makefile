@@ -11,7 +11,7 @@ ENGINE ?= docker
 IMAGE ?= openinfer:latest
 EXTRAS ?= onnx
 
-.PHONY: install install-test flink-venv serve test bench bench-flink docs image clean
+.PHONY: install install-test flink-venv serve test conformance bench bench-flink docs image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ serve: install
 
 test: install-test flink-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The protocol cases sent to openinfer and to Triton 2.51 (the nvidia-pytriton wheel, installed
+# into bench/.venvs on first use as `make bench` installs it); prints where the answers differ.
+conformance: install-test
+	OPENINFER_CONFORMANCE=1 $(BIN)/python -m pytest -q -rs tests/conformance $(PYTEST_ARGS)
 
 # One run, one progress line: the v2 grid, the LLM row, then the ONNX comparison; the charts
 # (bench/charts/*.svg, the plot extra) land in bench/RESULTS.md and the README.

@@ -116,7 +116,11 @@ class EnsembleInstance(ModelInstance):
             tensors = await self._walk(request)
             wanted = [o.name for o in request.outputs] if request.outputs else self.outputs
             outputs = [tensors[name] for name in wanted if name in tensors]
-            sender.send(InferResponse(request.model_name, "", request.id, outputs), final=True)
+            response = InferResponse(request.model_name, "", request.id, outputs)
+            # Triton's ensembles answer with the request's sequence parameters, set or not.
+            response.parameters = {"sequence_id": request.sequence_id, "sequence_start": request.sequence_start,
+                                   "sequence_end": request.sequence_end}
+            sender.send(response, final=True)
         except OpenInferError as exc:
             sender.fail(exc)
         except asyncio.CancelledError:

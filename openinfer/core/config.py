@@ -163,6 +163,8 @@ def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
     complete_backend_fields(config, backend)
     if not config.HasField("version_policy"):
         config.version_policy.latest.num_versions = 1
+    if backend == "ensemble":  # Triton states every ensemble's transaction policy
+        config.model_transaction_policy.SetInParent()
     if config.HasField("dynamic_batching"):
         db = config.dynamic_batching
         if not db.preferred_batch_size and config.max_batch_size > 0:
@@ -179,8 +181,8 @@ def normalize(config: mc.ModelConfig, model_name: str, backend: str) -> None:
             opt.input_pinned_memory.enable = True
         if not opt.HasField("output_pinned_memory"):
             opt.output_pinned_memory.enable = True
-        if not config.instance_group:
-            config.instance_group.add()
+        if not config.instance_group:  # the group Triton adds is named after the model
+            config.instance_group.add(name=model_name)
         for index, group in enumerate(config.instance_group):
             if not group.name:
                 group.name = f"{model_name}_{index}"

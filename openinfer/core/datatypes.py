@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, request_label
 
 
 class DataType(NamedTuple):
@@ -186,6 +186,14 @@ def to_wire_copy(array: np.ndarray, datatype: str) -> bytes:
     return _little_endian(array).tobytes()  # row-major, whatever the array's own layout
 
 
+def byte_size_mismatch(name: str, model: str, expected: int, got: int, request_id: str = "") -> InvalidArgumentError:
+    """Triton's refusal of a tensor whose data does not fill its shape (or overfills it)."""
+    return InvalidArgumentError(
+        f"{request_label(request_id)}input byte size mismatch for input '{name}' for model '{model}'. "
+        f"Expected {expected}, got {got}"
+    )
+
+
 def from_wire_bytes(
     buffer: bytes | memoryview | bytearray,
     datatype: str,
@@ -193,6 +201,7 @@ def from_wire_bytes(
     *,
     name: str = "",
     model: str = "",
+    request_id: str = "",
 ) -> np.ndarray:
     """A numpy view (zero-copy where alignment allows) over a tensor's binary wire form."""
     dt = lookup(datatype)
@@ -201,10 +210,7 @@ def from_wire_bytes(
         return deserialize_bytes(buffer, count, name=name).reshape(shape)
     expected = count * dt.size
     if len(buffer) != expected:
-        raise InvalidArgumentError(
-            f"input byte size mismatch for input '{name}' for model '{model}'. "
-            f"Expected {expected}, got {len(buffer)}"
-        )
+        raise byte_size_mismatch(name, model, expected, len(buffer), request_id)
     # One constructor call for the view and its shape: half of frombuffer-then-reshape.
     array = np.ndarray(shape, dt.numpy, buffer)
     if count and type(buffer) is not bytes and not array.flags.aligned:  # bytes' data is aligned

@@ -44,18 +44,19 @@ class Status(NamedTuple):
     grpc: str
     openai_type: str
     triton: int  # TRITONSERVER_Error_Code
+    words: str  # how Triton writes the code before a message (a model's load failure in the index)
 
 
 STATUS_TABLE: dict[ErrorCode, Status] = {
-    ErrorCode.INTERNAL: Status(500, "INTERNAL", "internal_server_error", 1),
-    ErrorCode.NOT_FOUND: Status(404, "NOT_FOUND", "not_found_error", 2),
-    ErrorCode.INVALID_ARG: Status(400, "INVALID_ARGUMENT", "invalid_request_error", 3),
-    ErrorCode.UNAVAILABLE: Status(503, "UNAVAILABLE", "service_unavailable_error", 4),
-    ErrorCode.UNSUPPORTED: Status(501, "UNIMPLEMENTED", "not_implemented_error", 5),
-    ErrorCode.UNKNOWN: Status(400, "UNKNOWN", "invalid_request_error", 0),
-    ErrorCode.ALREADY_EXISTS: Status(400, "ALREADY_EXISTS", "invalid_request_error", 6),
-    ErrorCode.CANCELLED: Status(400, "CANCELLED", "cancelled_error", 7),
-    ErrorCode.ENCODING: Status(415, "INVALID_ARGUMENT", "invalid_request_error", 3),
+    ErrorCode.INTERNAL: Status(500, "INTERNAL", "internal_server_error", 1, "Internal"),
+    ErrorCode.NOT_FOUND: Status(404, "NOT_FOUND", "not_found_error", 2, "Not found"),
+    ErrorCode.INVALID_ARG: Status(400, "INVALID_ARGUMENT", "invalid_request_error", 3, "Invalid argument"),
+    ErrorCode.UNAVAILABLE: Status(503, "UNAVAILABLE", "service_unavailable_error", 4, "Unavailable"),
+    ErrorCode.UNSUPPORTED: Status(501, "UNIMPLEMENTED", "not_implemented_error", 5, "Unsupported"),
+    ErrorCode.UNKNOWN: Status(400, "UNKNOWN", "invalid_request_error", 0, "Unknown"),
+    ErrorCode.ALREADY_EXISTS: Status(400, "ALREADY_EXISTS", "invalid_request_error", 6, "Already exists"),
+    ErrorCode.CANCELLED: Status(400, "CANCELLED", "cancelled_error", 7, "Cancelled"),
+    ErrorCode.ENCODING: Status(415, "INVALID_ARGUMENT", "invalid_request_error", 3, "Invalid argument"),
 }
 
 
@@ -170,3 +171,15 @@ def status_of(exc: BaseException) -> Status:
     if isinstance(exc, OpenInferError):
         return exc.status
     return STATUS_TABLE[ErrorCode.INTERNAL]
+
+
+def request_label(request_id: str | None) -> str:
+    """Triton's prefix for errors about one request: `[request id: <id>] `."""
+    return f"[request id: {request_id or '<id_unknown>'}] "
+
+
+def status_string(exc: BaseException) -> str:
+    """An error as Triton writes a status: `Invalid argument: <message>` (repr for a bug)."""
+    if isinstance(exc, OpenInferError):
+        return f"{exc.status.words}: {exc.message}"
+    return repr(exc)

@@ -89,14 +89,15 @@ class LogSettings:
             "log_format": self.log_format,
         }
 
-    def update(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Apply a typed update (None values are ignored, as Triton ignores nulls); all or nothing."""
+    def update(self, values: dict[str, Any], format_option: str = "log_format") -> dict[str, Any]:
+        """Apply a typed update (None values are ignored, as Triton ignores nulls); all or nothing.
+        `format_option`: how the frontend's Triton names the format in its refusal."""
         changes = {k: v for k, v in values.items() if v is not None}
         if "log_file" in changes:
             raise UnsupportedError("log file location can not be updated through network protocol")
         fmt = changes.get("log_format")
         if fmt is not None and fmt not in FORMATS:
-            raise InvalidArgumentError(f"invalid argument for log_format, got: {fmt}")
+            raise InvalidArgumentError(f"invalid argument for {format_option}, got: {fmt}")
         level = changes.get("log_verbose_level")
         if level is not None and (
             isinstance(level, bool) or not isinstance(level, int) or level < 0

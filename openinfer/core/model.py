@@ -15,7 +15,7 @@ from .._proto import model_config_pb2 as mc
 from . import datatypes
 from .backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from .config import protocol_dims
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, request_label
 from .inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
 from .stats import ModelStats
@@ -55,6 +55,20 @@ def _matches(dims: tuple[int, ...], shape: tuple[int, ...]) -> bool:
 
 def _fmt(shape: tuple[int, ...] | list[int]) -> str:
     return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def _names(names: list[str]) -> str:
+    """Tensor names as Triton lists them in its messages: `['A','B']`."""
+    return "[" + ",".join(f"'{n}'" for n in names) + "]"
+
+
+#: What Triton adds to a batching model's shape error: the batch dimension is the usual miss.
+_BATCH_NOTE = (
+    "NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be "
+    "prepended to each input shape. If you want to specify the full shape including the batch dim "
+    "in your input dims config, try setting max_batch_size to zero. See the model configuration "
+    "docs for more info on max_batch_size."
+)
 
 
 class LoadedModel:
@@ -151,7 +165,7 @@ class LoadedModel:
 
     # --------------------------------------------------------------- validation
     def _error(self, request: InferRequest, message: str) -> InvalidArgumentError:
-        return InvalidArgumentError(f"[request id: {request.id or '<id_unknown>'}] {message}")
+        return InvalidArgumentError(request_label(request.id) + message)
 
     def resolve_input_name(self, name: str) -> str | None:
         """Exact name first, then a case-insensitive match when it is unambiguous."""
@@ -175,10 +189,8 @@ class LoadedModel:
             raise self._count_error(request, given)
         for tensor in request.inputs:
             resolved = tensor.name if tensor.name in inputs else self.resolve_input_name(tensor.name)
-            if resolved is None:
-                raise self._error(
-                    request, f"unexpected inference input '{tensor.name}' for model '{self.name}'"
-                )
+            if resolved is None:  # Triton names no request id here
+                raise InvalidArgumentError(f"unexpected inference input '{tensor.name}' for model '{self.name}'")
             tensor.name = resolved
             if resolved in names:
                 raise self._error(request, f"input '{resolved}' already exists in request")
@@ -219,19 +231,25 @@ class LoadedModel:
                 )
         request.batch_size = max(batch_size, 0)
         if request.outputs:
-            outputs = self.outputs
-            wanted: set[str] = set()
-            for output in request.outputs:
-                if output.name not in outputs:
-                    resolved_output = self.resolve_output_name(output.name)
-                    if resolved_output is None:
-                        raise self._error(
-                            request, f"unexpected inference output '{output.name}' for model '{self.name}'"
-                        )
-                    output.name = resolved_output
-                if output.name in wanted:
-                    raise self._error(request, f"output '{output.name}' already exists in request")
+            self._resolve_outputs(request)
+
+    def _resolve_outputs(self, request: InferRequest) -> None:
+        """The model's names for the requested outputs; an output asked for twice is answered
+        once, as Triton answers it."""
+        outputs = self.outputs
+        wanted: set[str] = set()
+        kept = []
+        for output in request.outputs:
+            if output.name not in outputs:
+                resolved_output = self.resolve_output_name(output.name)
+                if resolved_output is None:  # Triton names no request id here
+                    raise InvalidArgumentError(f"unexpected inference output '{output.name}' for model '{self.name}'")
+                output.name = resolved_output
+            if output.name not in wanted:
                 wanted.add(output.name)
+                kept.append(output)
+        if len(kept) < len(request.outputs):
+            request.outputs = kept
 
     def _missing(self, names: set[str]) -> list[str]:
         return [n for n, s in self.inputs.items() if not s.optional and n not in names and n not in self.injected_inputs]
@@ -242,8 +260,8 @@ class LoadedModel:
         return self._error(
             request,
             f"expected {expected} but got {len(names)} inputs for model "
-            f"'{self.name}'. Got input(s) {sorted(names)}, but missing required input(s) "
-            f"{self._missing(names)}. Please provide all required input(s).",
+            f"'{self.name}'. Got input(s) {_names(sorted(names))}, but missing required input(s) "
+            f"{_names(self._missing(names))}. Please provide all required input(s).",
         )
 
     def _shape_error(
@@ -253,7 +271,7 @@ class LoadedModel:
         return self._error(
             request,
             f"unexpected shape for input '{name}' for model '{self.name}'. Expected "
-            f"{_fmt(expected)}, got {_fmt(shape)}",
+            f"{_fmt(expected)}, got {_fmt(shape)}. {_BATCH_NOTE if self.max_batch_size > 0 else ''}",
         )
 
     # ---------------------------------------------------------------- in-flight

@@ -51,10 +51,18 @@ def finish_outputs(
     labels: dict[str, list[str]],
     batching: bool,
     write_shm=None,
+    declared: dict | None = None,
 ) -> InferResponse:
-    """Select, classify and place outputs as the request asked."""
+    """Select, classify and place outputs as the request asked. Asked for none, the client gets
+    the outputs the config `declared` (when it declares any): what else the model sends is
+    dropped, as Triton's backends drop it."""
     wanted = request.outputs
     if wanted is None:
+        if declared:
+            for tensor in response.outputs:
+                if tensor.name not in declared:
+                    response.outputs = [t for t in response.outputs if t.name in declared]
+                    break
         return response
     if len(wanted) == 1 and len(response.outputs) == 1:  # the common case, in a few steps
         only = wanted[0]

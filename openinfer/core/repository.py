@@ -21,7 +21,7 @@ from pathlib import Path
 from .._proto import model_config_pb2 as mc
 from . import config as configs
 from . import instance_update, model_files
-from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError
+from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError, status_string
 from .model import LoadedModel
 from .model_entries import ModelEntry, State, VersionRecord, index_rows, serving_model
 from .storage import RemoteRepository, StorageError
@@ -262,7 +262,7 @@ class ModelRepository:
             reason = f"at least one version must be available under the version policy of model '{name}'"
             self._mark_failed(entry, [], reason)
             entry.fingerprint = fingerprint
-            raise InvalidArgumentError(f"load failed for model '{name}': {reason}")
+            raise InvalidArgumentError(f"load failed for model '{name}': {reason}\n")
         stamps = model_files.stamps(model_dir)
         kept = {} if files else await instance_update.keep_versions(entry, config, versions, stamps)
         if set(kept) == set(versions) == set(entry.ready_versions()):  # instances changed at most
@@ -283,7 +283,7 @@ class ModelRepository:
         failures = self._settle(entry, loading, results, old, time.monotonic() - started)
         entry.fingerprint = fingerprint
         if failures:
-            raise InvalidArgumentError(f"load failed for model '{name}': " + "; ".join(failures))
+            raise InvalidArgumentError(f"load failed for model '{name}': " + "".join(failures))
         entry.config_override = None if files else config_override
         entry.polled, entry.stamps = config, stamps
 
@@ -335,7 +335,7 @@ class ModelRepository:
         unloaded again, and what served before keeps serving. Returns the failures."""
         name = entry.name
         failures = [
-            f"version {v} is at UNAVAILABLE state: {r.message if isinstance(r, OpenInferError) else repr(r)}"
+            f"version {v} is at UNAVAILABLE state: {status_string(r)};\n"
             for v, r in zip(versions, results) if not isinstance(r, LoadedModel)
         ]
         for version, result in zip(versions, results):
@@ -348,7 +348,7 @@ class ModelRepository:
                 asyncio.ensure_future(self._retire(result))
                 reason = "unloaded"
             else:
-                reason = result.message if isinstance(result, OpenInferError) else repr(result)
+                reason = status_string(result)
             if previous is not None and previous.model is not None:
                 entry.versions[version] = previous  # the failed reload leaves the old one serving
                 old.pop(version)

@@ -23,12 +23,12 @@ def requested_output(name: str, params: dict[str, Any]) -> RequestedOutput:
     binary = params.get("binary_data")
     if binary is not None:
         if not isinstance(binary, bool):
-            raise InvalidArgumentError(f"'binary_data' of output '{name}' must be a boolean")
+            raise InvalidArgumentError("Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean")
         output.binary = binary
     k = params.get("classification")
     if k is not None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise InvalidArgumentError(f"'classification' of output '{name}' must be a positive integer")
+            raise InvalidArgumentError("invalid value for 'classification' parameter, expected >= 0")
         output.classification = k
     region = params.get("shared_memory_region")
     if region is None:

@@ -234,9 +234,10 @@ class InferenceServer:
                     raise response.error
                 if cache is not None:
                     remember(cache, model, key, request, response)
-            response = self._finish(model, request, response)
+            # The model answered: a success in the statistics, as in Triton, even where shaping
+            # the outputs then fails (a shared-memory region too small for one).
             ok = True
-            return response
+            return self._finish(model, request, response)
         finally:
             self._conclude(model, request, trace, ok)
 
@@ -285,7 +286,7 @@ class InferenceServer:
         if response.error is not None:
             return response
         return finish_outputs(
-            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request)
+            request, response, model.labels, model.max_batch_size > 0, self._shm_writer(request), model.outputs
         )
 
     def _conclude(

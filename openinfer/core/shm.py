@@ -116,9 +116,7 @@ class SharedMemoryManager:
                 if not stat.S_ISREG(info.st_mode):
                     raise InvalidArgumentError(f"Invalid shared memory region: '{key}'")
                 if offset < 0 or byte_size < 0 or offset + byte_size > info.st_size:
-                    raise InvalidArgumentError(
-                        f"failed to register shared memory region '{name}': invalid args"
-                    )
+                    raise InvalidArgumentError(f"Invalid shared memory region: '{key}'")
                 length = offset + byte_size
                 mapping = mmap.mmap(fd, length) if length > 0 else None
             except BaseException:

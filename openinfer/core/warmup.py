@@ -1,13 +1,15 @@
 """Model warm-up: the config's `model_warmup` samples run on every instance before READY.
 
 Each sample names its inputs with zero data, random data or the contents of a file under
-`<model>/warmup/`; `batch_size` (for batching models) stacks the sample that many times and
-`count` repeats it. Samples go straight to each instance, bypassing the scheduler, so warm-up
-never shows in the statistics. A failing sample fails the load with Triton's message.
+`<model>/warmup/`; `batch_size` (for batching models) stacks the sample that many times (a
+sample of batch size 0, the default, is skipped, as Triton skips it) and `count` repeats it.
+Samples go straight to each instance, bypassing the scheduler, so warm-up never shows in the
+statistics. A failing sample fails the load with Triton's message.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,8 @@ from .errors import InvalidArgumentError, OpenInferError
 from .model import LoadedModel
 from .responses import StreamSender, UnarySender
 from .types import InferRequest, Tensor
+
+log = logging.getLogger("openinfer.warmup")
 
 
 def _sample_array(
@@ -77,15 +81,25 @@ def _random(dtype: np.dtype, count: int) -> np.ndarray:
     return rng.integers(max(info.min, -128), min(info.max, 127), count, endpoint=True).astype(dtype)
 
 
-def _request(model: LoadedModel, sample: mc.ModelWarmup) -> InferRequest:
-    batch = max(int(sample.batch_size), 1)
-    inputs = []
+def _samples(model: LoadedModel, sample: mc.ModelWarmup) -> tuple[list[Tensor], list[Tensor]]:
+    """The sample's tensors: those the config declares, and the others."""
+    batch = int(sample.batch_size)
+    declared: list[Tensor] = []
+    undeclared: list[Tensor] = []
     for name, spec in sample.inputs.items():
         datatype, shape, array = _sample_array(model, name, spec, batch)
-        inputs.append(Tensor(name, datatype, shape, array))
-    request = InferRequest(model_name=model.name, model_version=model.version_str, id=f"warmup:{sample.name}")
-    request.inputs = inputs
+        (declared if name in model.inputs else undeclared).append(Tensor(name, datatype, shape, array))
+    return declared, undeclared
+
+
+def _request(model: LoadedModel, declared: list[Tensor], undeclared: list[Tensor]) -> InferRequest:
+    """Inputs the config declares are checked as a client's are, in Triton's words; the others
+    (a sequence batcher's control or state inputs, say) reach the model unchecked, as in Triton.
+    Like Triton's, the request has no id."""
+    request = InferRequest(model_name=model.name, model_version=model.version_str)
+    request.inputs = list(declared)
     model.validate(request)
+    request.inputs = [*request.inputs, *undeclared]
     return request
 
 
@@ -105,13 +119,23 @@ async def _run_once(model: LoadedModel, instance, request: InferRequest) -> None
 
 
 async def run_warmup(model: LoadedModel) -> None:
-    """Run every warm-up sample `count` times (at least once) on every instance."""
+    """Run every warm-up sample `count` times (at least once) on every instance. A sample the
+    request checks refuse fails the load with the check's message alone, as in Triton; other
+    failures name the sample."""
     for sample in model.config.model_warmup:
+        if sample.batch_size == 0:  # Triton skips a sample of batch size 0 (the field's default)
+            log.debug("skipping warmup sample '%s' of model '%s': its batch_size is 0", sample.name, model.name)
+            continue
         try:
-            for instance in model.instances:
-                for _ in range(max(int(sample.count), 1)):
-                    await _run_once(model, instance, _request(model, sample))
+            declared, undeclared = _samples(model, sample)
         except OpenInferError as exc:
             raise InvalidArgumentError(f"failed to run warmup sample '{sample.name}': {exc.message}") from exc
-        except Exception as exc:
-            raise InvalidArgumentError(f"failed to run warmup sample '{sample.name}': {exc}") from exc
+        for instance in model.instances:
+            for _ in range(max(int(sample.count), 1)):
+                request = _request(model, declared, undeclared)
+                try:
+                    await _run_once(model, instance, request)
+                except OpenInferError as exc:
+                    raise InvalidArgumentError(f"failed to run warmup sample '{sample.name}': {exc.message}") from exc
+                except Exception as exc:
+                    raise InvalidArgumentError(f"failed to run warmup sample '{sample.name}': {exc}") from exc

@@ -22,8 +22,9 @@ def body_object(req: HttpRequest) -> dict[str, Any]:
     return loads_object(req.body)
 
 
-def typed(doc: dict[str, Any], key: str, kind: type, *, required: str | None = None) -> Any:
-    """A member of the expected JSON type (Triton answers a wrong type 500; it is the client's: 400)."""
+def typed(doc: dict[str, Any], key: str, kind: type, *, required: str | None = None, named: bool = True) -> Any:
+    """A member of the expected JSON type (Triton answers a wrong type 500; it is the client's: 400).
+    `named`: the message starts `Unable to parse '<key>': `, as Triton's does on most endpoints."""
     if key not in doc:
         if required is not None:
             raise InvalidArgumentError(required)
@@ -32,12 +33,13 @@ def typed(doc: dict[str, Any], key: str, kind: type, *, required: str | None = N
     ok = isinstance(value, kind) and not (kind is int and (isinstance(value, bool) or value < 0))
     if not ok:
         name = _JSON_TYPE[kind]
-        raise InvalidArgumentError(f"Unable to parse '{key}': attempt to access JSON non-{name} as {name}")
+        message = f"attempt to access JSON non-{name} as {name}"
+        raise InvalidArgumentError(f"Unable to parse '{key}': {message}" if named else message)
     return value
 
 
-def nullable(doc: dict[str, Any], key: str, kind: type) -> Any:
+def nullable(doc: dict[str, Any], key: str, kind: type, *, named: bool = True) -> Any:
     """`typed`, where JSON null means "not given"."""
     if doc.get(key) is None:
         return None
-    return typed(doc, key, kind)
+    return typed(doc, key, kind, named=named)

@@ -122,6 +122,74 @@ class TritonPythonModel:
 '''
 
 
+# Declares no inputs; answers with what every earlier request (warm-up included) brought it.
+UNDECLARED = """
+name: "undeclared"
+backend: "python"
+max_batch_size: 0
+output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+model_warmup [
+  {
+    name: "extra"
+    batch_size: 1
+    inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } }
+    inputs { key: "INPUT1" value: { data_type: TYPE_INT32 dims: [ 2 ] random_data: true } }
+  }
+]
+"""
+
+HISTORY = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.seen = []
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            report = json.dumps(self.seen).encode()
+            self.seen.append({"id": request.request_id(),
+                              "inputs": {t.name(): [t.as_numpy().dtype.name, list(t.as_numpy().shape)]
+                                         for t in request.inputs()}})
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("REPORT", np.array([report], dtype=np.object_))]))
+        return out
+'''
+
+# Names its declared input in the wrong case: the sample lacks the input (exact names, as Triton).
+WRONG_CASE = """
+name: "wrong_case_sample"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+model_warmup [ { name: "s" batch_size: 1 inputs { key: "input0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]
+"""
+
+# Declares INPUT0 as FP32 and warms it up as INT32.
+WRONG_TYPE = """
+name: "wrong_type_sample"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+model_warmup [ { name: "s" batch_size: 1 inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } } } ]
+"""
+
+# A sample of batch size 0 (the field's default) is skipped: this one would fail the load.
+SKIPPED = """
+name: "skipped_sample"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "REPORT" data_type: TYPE_STRING dims: [ 1 ] } ]
+model_warmup [ { name: "s" inputs { key: "INPUT0" value: { data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } } } ]
+"""
+
+
 def strings(*items: bytes) -> bytes:
     return b"".join(struct.pack("<I", len(item)) + item for item in items)
 
@@ -144,12 +212,16 @@ def server(tmp_path_factory, park):
     write_model(repo, "warmed", WARMED, RECORDER, files={"warmup/words": strings(b"hi", b"there", b"unused")})
     write_model(repo, "grouped", GROUPED, RECORDER)
     sample = """
-    model_warmup [ {{ name: "{name}" inputs {{ key: "SLEEP" value: {{ data_type: TYPE_FP32 dims: [ 1 ] {data} }} }} }} ]
+    model_warmup [ {{ name: "{name}" batch_size: 1 inputs {{ key: "SLEEP" value: {{ data_type: TYPE_FP32 dims: [ 1 ] {data} }} }} }} ]
     """
     write_model(repo, "no_file", SIMPLE_IO + sample.format(name="missing", data='input_data_file: "nope"'), RECORDER)
     write_model(repo, "short_file", SIMPLE_IO + sample.format(name="short", data='input_data_file: "two"'), RECORDER,
                 files={"warmup/two": b"\x00\x00"})
     write_model(repo, "raiser", SIMPLE_IO + sample.format(name="boom", data="zero_data: true"), RAISES_IN_WARMUP)
+    write_model(repo, "undeclared", UNDECLARED, HISTORY)
+    write_model(repo, "wrong_case_sample", WRONG_CASE, HISTORY)
+    write_model(repo, "wrong_type_sample", WRONG_TYPE, HISTORY)
+    write_model(repo, "skipped_sample", SKIPPED, HISTORY)
     write_model(repo, "on_gpu", SIMPLE_IO + "instance_group [ { kind: KIND_GPU } ]", RECORDER)
     srv = Server(repo, ["--strict-readiness", "false", "--exit-on-error=false"]).start(wait_for="ready")
     yield srv
@@ -171,9 +243,10 @@ def test_warmup_samples_ran_on_every_instance_before_ready(server):
     inputs[1].set_data_from_numpy(np.ones((1, 2), np.int32))
     inputs[2].set_data_from_numpy(np.array([[b"a", b"b"]], dtype=np.object_))
     # Whichever instance answers, its history starts with the warm-up samples.
-    reports = [report(p.get_result()) for p in [client.async_infer("warmed", inputs) for _ in range(4)]]
+    pending = [client.async_infer("warmed", inputs, request_id=f"client-{i}") for i in range(4)]
+    reports = [report(p.get_result()) for p in pending]
     for seen in (r["seen"] for r in reports):
-        warmups = [entry for entry in seen if entry["id"] == "warmup:mixed"]
+        warmups = [entry for entry in seen if entry["id"] == ""]  # warm-up requests have no id
         assert len(warmups) == 2  # count: 2
         for entry in warmups:
             assert entry["shapes"] == {"Z": [2, 3], "R": [2, 2], "F": [2, 2]}  # batch_size: 2
@@ -195,6 +268,30 @@ def test_failing_warmup_keeps_the_model_unavailable(server):
     )
     assert "failed to run warmup sample 'boom'" in index["raiser"]["reason"]
     assert "not ready for that sample" in index["raiser"]["reason"]
+
+
+def test_warmup_inputs_the_config_does_not_declare_reach_the_model_unchecked(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    seen = json.loads(client.infer("undeclared", []).as_numpy("REPORT")[0])
+    assert seen == [{"id": "", "inputs": {"INPUT0": ["float32", [4]], "INPUT1": ["int32", [2]]}}]
+
+
+def test_a_sample_of_batch_size_zero_is_skipped(server):
+    client = httpclient.InferenceServerClient(server.http_url)
+    tensor = httpclient.InferInput("INPUT0", [4], "FP32")
+    tensor.set_data_from_numpy(np.zeros(4, np.float32))
+    assert json.loads(client.infer("skipped_sample", [tensor]).as_numpy("REPORT")[0]) == []  # nothing ran before
+
+
+def test_warmup_samples_are_checked_by_their_declared_names(server):
+    index = {r["name"]: r for r in httpclient.InferenceServerClient(server.http_url).get_model_repository_index()}
+    assert index["wrong_case_sample"]["state"] == "UNAVAILABLE"
+    assert index["wrong_case_sample"]["reason"] == (  # a status, as Triton writes it: its code, then its message
+        "Invalid argument: [request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'wrong_case_sample'. Got input(s) "
+        "[], but missing required input(s) ['INPUT0']. Please provide all required input(s).")
+    assert index["wrong_type_sample"]["reason"] == (
+        "Invalid argument: [request id: <id_unknown>] inference input 'INPUT0' data-type is 'INT32', but model 'wrong_type_sample' "
+        "expects 'FP32'")
 
 
 def test_instance_groups_are_normalised_and_all_serve(server):

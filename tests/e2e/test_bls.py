@@ -227,7 +227,7 @@ def test_decoupled_exec_and_errors_as_responses(server):
     assert report["streamed"] == [5, 6, 7, 8]
     # refused before it ran: Triton's Python backend names the model and says so first
     assert report["unknown"]["message"] == (
-        "Model no_such_model - Error when running inference: Request for unknown model: 'no_such_model' is not found"
+        "Model no_such_model - Error when running inference: Failed for execute the inference request. Model 'no_such_model' is not ready."
     )
     assert report["unknown"]["code"] == 2  # pb_utils.TritonError.NOT_FOUND
     assert "unexpected shape for input 'INPUT0' for model 'add_sub'" in report["bad_shape"]["message"]

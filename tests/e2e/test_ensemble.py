@@ -42,6 +42,15 @@ def test_example_pipeline_over_http(example_server):
     assert client.get_model_config("pipeline")["instance_group"] == []
 
 
+def test_an_ensemble_answers_with_the_requests_sequence_parameters_as_triton_does(example_server):
+    client = httpclient.InferenceServerClient(example_server.http_url)
+    inputs = [httpclient.InferInput("RAW", list(RAW.shape), "FP32")]
+    inputs[0].set_data_from_numpy(RAW)
+    response = client.infer("pipeline", inputs).get_response()
+    assert response["parameters"] == {"sequence_id": 0, "sequence_start": False, "sequence_end": False}
+    assert client.get_model_config("pipeline")["model_transaction_policy"] == {"decoupled": False}
+
+
 def test_example_pipeline_over_grpc_counts_every_model(example_server):
     client = grpcclient.InferenceServerClient(example_server.grpc_url)
     names = ["pipeline", "preprocess", "classifier_onnx", "postprocess"]

@@ -229,11 +229,11 @@ def test_registration_errors(proto, regions, tmp_path):
     regions(f"/oi_bad_{name}", 16)
     err = _error(lambda: client.register_system_shared_memory("big", f"/oi_bad_{name}", 17))
     assert err.status() == _code(name, "400", "INVALID_ARGUMENT")
-    assert "failed to register shared memory region 'big': invalid args" in err.message()
+    assert err.message() == f"Invalid shared memory region: '/oi_bad_{name}'"  # Triton's words
     err = _error(
         lambda: client.register_system_shared_memory("late", f"/oi_bad_{name}", 8, offset=12)
     )
-    assert "invalid args" in err.message()
+    assert "Invalid shared memory region" in err.message()
     err = _error(lambda: client.register_system_shared_memory("ghost", "/oi_does_not_exist", 8))
     assert err.status() == _code(name, "400", "INVALID_ARGUMENT")
     assert "Unable to open shared memory region: '/oi_does_not_exist'" in err.message()
@@ -376,3 +376,26 @@ def test_cuda_shared_memory_round_trip(proto):
         client.unregister_cuda_shared_memory()
         cudashm.destroy_shared_memory_region(region_in)
         cudashm.destroy_shared_memory_region(region_out)
+
+
+def test_an_output_region_too_small_counts_as_a_success_of_the_model(proto, regions):
+    """The model answered; only placing its output failed: Triton's statistics count a success."""
+    name, module, client = proto
+    regions(f"/oi_small_{name}", 8)
+    client.register_system_shared_memory("small", f"/oi_small_{name}", 8)
+    before = _success_count(client, name)
+    inputs = [module.InferInput(n, [4], "FP32") for n in ("INPUT0", "INPUT1")]
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.ones(4, np.float32))
+    output = module.InferRequestedOutput("OUTPUT0")
+    output.set_shared_memory("small", 8)
+    err = _error(lambda: client.infer("add_sub", inputs, outputs=[output]))
+    assert "should be at least 16 bytes to hold the results" in err.message()
+    assert _success_count(client, name) == before + 1
+
+
+def _success_count(client, proto_name: str) -> int:
+    stats = client.get_inference_statistics("add_sub")
+    if proto_name == "http":
+        return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+    return stats.model_stats[0].inference_stats.success.count

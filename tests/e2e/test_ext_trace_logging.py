@@ -300,11 +300,11 @@ def test_log_setting_errors(server, http, grpc_client):
     assert err.status() == "StatusCode.UNIMPLEMENTED"
     # An unknown format is the client's mistake, 400 over both (Triton's HTTP answers 503).
     err = _error(lambda: http.update_log_settings({"log_format": "fancy"}))
-    assert (err.status(), err.message()) == ("400", "invalid argument for log_format, got: fancy")
+    assert (err.status(), err.message()) == ("400", "invalid argument for --log_format, got: fancy")
     err = _error(lambda: grpc_client.update_log_settings({"log_format": "fancy"}))
     assert (err.status(), err.message()) == (
         "StatusCode.INVALID_ARGUMENT",
-        "invalid argument for log_format, got: fancy",
+        "invalid argument for log_format, got: fancy",  # Triton's gRPC words lack the dashes
     )
     err = _error(lambda: http.update_log_settings({"log_info": "yes"}))
     assert err.status() == "400" and "non-boolean" in err.message()

@@ -163,10 +163,14 @@ def test_triton_error_codes_map_to_http_and_grpc_statuses(server):
     assert failure(server, "api", "error:default").status() == "500"  # INTERNAL unless given
     raised = failure(server, "api", "raise:now", "grpc")
     assert raised.status() == "StatusCode.INTERNAL"
-    assert raised.message() == "Failed to process the request(s) for model 'api_0_0', message: the model gave up: now"
+    # What the model raised is named with its type and the model's frames, innermost first, as Triton's stub does.
+    head, frames = raised.message().split("\n\nAt:\n")
+    assert head == "Failed to process the request(s) for model 'api_0', message: TritonModelException: the model gave up: now"
+    assert [line.rsplit(": ", 1)[1] for line in frames.splitlines()] == ["case_raise", "execute"]
+    assert all(line.startswith("  ") and "/api/1/model.py(" in line for line in frames.splitlines())
     pid = ask(server, "api", "world")["pid"]
     exited = failure(server, "api", "exit:3")  # sys.exit() fails the batch, not the process
-    assert exited.message() == "Failed to process the request(s) for model 'api_0_0', message: SystemExit: 3"
+    assert exited.message().startswith("Failed to process the request(s) for model 'api_0', message: SystemExit: 3\n\nAt:\n")
     assert ask(server, "api", "world")["pid"] == pid
 
 
@@ -200,7 +204,7 @@ def test_decoupled_sender_misuse_errors_and_a_returning_execute(server):
         stream.send("stream", "returns")
         kind, message, _ = stream.next()
         assert kind == "error" and message == (
-            "Failed to process the request(s) for model 'stream_0_0', message: Python model 'stream_0_0' is using "
+            "Failed to process the request(s) for model 'stream_0', message: Python model 'stream_0' is using "
             "the decoupled mode and the execute function must return None.")
     finally:
         stream.close()
@@ -268,7 +272,7 @@ def test_rescheduled_requests_come_back_to_execute(server):
         stream.close()
     error = failure(server, "api", "reschedule:bad", request_id="rs-3")
     assert error.message().startswith(
-        "Failed to process the request(s) for model 'api_0_0', message: Expected a None object in the execute "
+        "Failed to process the request(s) for model 'api_0', message: Expected a None object in the execute "
         "function return list for reschduled request, found type")
 
 
@@ -318,8 +322,8 @@ def test_bls_cancel_of_a_decoupled_stream_reaches_the_callee(server, request):
 
 def test_bls_to_an_unknown_model_is_an_error_response(server):
     found = ask(server, "async_api", "unknown")
-    expected = {"error": "Model no_such_model - Error when running inference: Request for unknown model: "
-                         "'no_such_model' is not found", "code": 2}
+    expected = {"error": "Model no_such_model - Error when running inference: Failed for execute the inference "
+                         "request. Model 'no_such_model' is not ready.", "code": 2}
     assert found["async"] == expected
     if not server.in_process:
         assert found["exec"] == {"value": expected}
@@ -430,7 +434,7 @@ def test_two_instances_add_into_one_series_released_on_unload(server):
 def test_is_ready_answers_both_protocols_and_finalize_errors_are_logged(server):
     http = httpclient.InferenceServerClient(server.http_url)
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
-    reasons = {"false": "Model 'ready_0_0' is not ready (user-defined check failed).",
+    reasons = {"false": "Model 'ready_0' is not ready (user-defined check failed).",
                "raise": "RuntimeError: readiness probe failed on purpose",
                "nonbool": "is_ready() must return a boolean value"}
     for state in ("true", "false", "raise", "nonbool", "true"):
@@ -545,7 +549,7 @@ def test_the_world_a_model_lives_in(server):
         assert found["pid"] != server.process.pid
         assert found["argv_at_initialize"] == [""] and found["argv"] == [""]
     if server.in_process:  # unittest.main() parses sys.argv: here the server's own command line
-        assert failure(server, "selftest", "run").message().endswith("message: SystemExit: 2")
+        assert "message: SystemExit: 2\n\nAt:\n" in failure(server, "selftest", "run").message()
     else:
         assert ask(server, "selftest", "run") == {"ok": True, "ran": 2}
 
@@ -561,9 +565,9 @@ def test_a_dead_worker_makes_the_model_not_ready_until_the_next_request_restarts
     grpc = grpcclient.InferenceServerClient(server.grpc_url)
     wait_for(lambda: not http.is_model_ready("plain"))
     assert not grpc.is_model_ready("plain")
-    assert "Model 'plain' version 1 is not ready: Stub process 'plain_0_0' is not healthy.\n" in server.log()
+    assert "Model 'plain' version 1 is not ready: Stub process 'plain_0' is not healthy.\n" in server.log()
     error = failure(server, "plain", "x")
-    assert "Stub process 'plain_0_0' is not healthy." in error.message()
+    assert "Stub process 'plain_0' is not healthy." in error.message()
     assert ask(server, "plain", "x")["pid"] not in (pid, server.process.pid)
     assert http.is_model_ready("plain")
 

@@ -102,6 +102,20 @@ class TritonPythonModel:
 '''
 
 
+# Answers OUT and an output its config does not declare.
+UNDECLARED = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([
+            pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy()),
+            pb_utils.Tensor("EXTRA", np.ones([1], np.float32))]) for r in requests]
+'''
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("python_models")
@@ -122,8 +136,11 @@ def server(tmp_path_factory):
         FAULTY,
     )
     write_model(repo, "auto", 'backend: "python"\n', AUTO)
+    write_model(repo, "undeclared", FP32_IO.format(name="undeclared", extra=""), UNDECLARED)
     write_model(repo, "broken_code", FP32_IO.format(name="broken_code", extra=""), "def oops(:\n")
     write_model(repo, "broken_config", "this is { not a config", None)
+    write_model(repo, "broken_init", FP32_IO.format(name="broken_init", extra=""),
+                "class TritonPythonModel:\n\n    def initialize(self, args):\n        raise ValueError('not today')\n")
     with Server(repo, ["--exit-on-error=false"]) as running:
         yield running
 
@@ -139,7 +156,11 @@ def test_broken_models_are_unavailable_with_reason_and_others_serve(server):
     index = {row["name"]: row for row in client.get_model_repository_index()}
     assert index["introspect"]["state"] == "READY"
     assert index["broken_code"]["state"] == "UNAVAILABLE"
-    assert "SyntaxError" in index["broken_code"]["reason"]
+    # The reasons are statuses as Triton writes them, in its stub's words.
+    assert index["broken_code"]["reason"] == "Internal: SyntaxError: invalid syntax (model.py, line 1)"
+    head, frames = index["broken_init"]["reason"].split("\n\nAt:\n")
+    assert head == "Internal: ValueError: not today"
+    assert frames.endswith("/broken_init/1/model.py(4): initialize\n")
     # A configuration that does not parse fails the poll: no state, the reason in the log.
     assert index["broken_config"] == {"name": "broken_config"}
     assert "Poll failed for model directory 'broken_config': failed to parse model configuration" in server.log()
@@ -187,6 +208,15 @@ def test_auto_complete_config(server):
     tensor = httpclient.InferInput("X", [1, 2], "INT32")
     tensor.set_data_from_numpy(np.array([[1, 2]], dtype=np.int32))
     np.testing.assert_array_equal(client.infer("auto", [tensor]).as_numpy("Y"), [[2, 3]])
+
+
+@pytest.mark.parametrize("client", [httpclient, grpcclient])
+def test_outputs_the_config_does_not_declare_are_dropped(server, client):
+    url = server.http_url if client is httpclient else server.grpc_url
+    result = client.InferenceServerClient(url).infer("undeclared", [_fp32([1.0, 2.0], client)])
+    response = result.get_response()
+    names = [o["name"] for o in response["outputs"]] if client is httpclient else [o.name for o in response.outputs]
+    assert names == ["OUT"]  # as Triton: what the config does not declare never reaches the client
 
 
 def test_model_errors_are_reported_and_server_carries_on(server):

@@ -109,9 +109,12 @@ def _both(http, stub, *, model="add_sub", version="", outputs=(), extra_raw=Fals
 
 INFER_CASES = [
     # (label, request, HTTP status, message fragment)
-    ("classification zero", {"outputs": [("OUTPUT0", {"classification": 0})]}, 400, "'classification' of output 'OUTPUT0'"),
-    ("classification a string", {"outputs": [("OUTPUT0", {"classification": "3"})]}, 400, "'classification' of output 'OUTPUT0'"),
-    ("binary_data a string", {"outputs": [("OUTPUT0", {"binary_data": "yes"})]}, 400, "'binary_data' of output 'OUTPUT0'"),
+    ("classification negative", {"outputs": [("OUTPUT0", {"classification": -1})]}, 400,
+     "invalid value for 'classification' parameter, expected >= 0"),
+    ("classification a string", {"outputs": [("OUTPUT0", {"classification": "3"})]}, 400,
+     "invalid value for 'classification' parameter, expected >= 0"),
+    ("binary_data a string", {"outputs": [("OUTPUT0", {"binary_data": "yes"})]}, 400,
+     "Unable to parse 'binary_data': attempt to access JSON non-boolean as boolean"),
     ("region and classification", {"outputs": [("OUTPUT0", {"shared_memory_region": "parity", "shared_memory_byte_size": 8, "classification": 2})]},
      400, "Output can't set both 'shared_memory_region' and 'classification'"),
     ("offset without region", {"outputs": [("OUTPUT0", {"shared_memory_offset": 0})]}, 400, "'shared_memory_region' must be specified along with"),
@@ -123,8 +126,6 @@ INFER_CASES = [
     ("input beyond its region", {"input_params": {"shared_memory_region": "parity", "shared_memory_byte_size": 16}}, 400, "Invalid offset + byte size"),
     ("additional input data", {"extra_raw": True}, 400, "unexpected additional input data for model 'add_sub'"),
     ("negative dimension", {"shape": (-4,)}, 400, "unexpected negative dimension in shape of input 'INPUT0'"),
-    ("version not a number", {"version": "abc"}, 400, "failed to get model version from specified version string 'abc'"),
-    ("version negative", {"version": "-1"}, 400, "invalid model version specified '-1'"),
     ("version absent", {"version": "7"}, 404, "'add_sub' version 7 is not found"),
 ]
 
@@ -135,6 +136,16 @@ def test_infer_rules_answer_alike(http, stub, region, label, kwargs, status, fra
     assert over_http[0] == status, over_http
     assert over_grpc == (GRPC_STATUS[status], over_http[1]), (over_http, over_grpc)
     assert fragment in over_http[1]
+
+
+@pytest.mark.parametrize("version,message", [
+    ("abc", "failed to get model version from specified version string 'abc'"),
+    ("-1", "invalid model version specified '-1'"),
+])
+def test_a_version_that_is_not_a_number_is_refused_over_grpc_and_unrouted_over_http(http, stub, version, message):
+    over_http, over_grpc = _both(http, stub, version=version)
+    assert over_http == (404, "Not Found")  # Triton's HTTP routes take digits only
+    assert over_grpc[0] == "INVALID_ARGUMENT" and message in over_grpc[1]
 
 
 def test_latest_names_the_newest_version_over_both(http, stub):
@@ -191,5 +202,7 @@ def test_settings_rules_answer_alike(http, stub):
     request.settings["log_format"].string_param = "xml"
     with pytest.raises(grpc.RpcError) as info:
         stub.LogSettings(request, timeout=60)
-    assert (reply.status_code, reply.json()["error"]) == (400, info.value.details())
+    # One rule, each protocol in its Triton's words: the HTTP frontend names the flag.
+    assert (reply.status_code, reply.json()["error"]) == (400, "invalid argument for --log_format, got: xml")
+    assert info.value.details() == "invalid argument for log_format, got: xml"
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT

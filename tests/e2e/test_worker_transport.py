@@ -420,7 +420,7 @@ def test_worker_poll_us_reaches_the_worker_and_a_bad_value_fails_only_that_model
             cmdline = open(f"/proc/{child}/cmdline").read().split("\0")
             environ = dict(e.split("=", 1) for e in open(f"/proc/{child}/environ").read().split("\0") if "=" in e)
             settings[cmdline[-2]] = environ.get("OPENINFER_WORKER_POLL_US")
-        assert settings == {"sleeper_0_0": "0", "poller_0_0": "250"}
+        assert settings == {"sleeper_0": "0", "poller_0": "250"}
         assert not client.is_model_ready("bad")
         index = {m["name"]: m for m in client.get_model_repository_index()}
         assert "worker_poll_us" in index["bad"]["reason"] and "'-5'" in index["bad"]["reason"]

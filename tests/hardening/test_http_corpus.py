@@ -224,14 +224,14 @@ FP32 = {"name": "INPUT_FP32", "datatype": "FP32", "shape": [1], "data": [1.0]}
 HAND = [
     # (label, body, headers, status, message fragment)
     ("malformed json", b'{"inputs": [', {}, 400, "failed to parse the request JSON"),
-    ("not an object", b"[1, 2, 3]", {}, 400, "expected a JSON object"),
-    ("empty body", b"", {}, 400, "failed to parse"),
+    ("not an object", b"[1, 2, 3]", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("empty body", b"", {}, 400, "Raw request must only have 1 input"),  # as Triton: a raw request
     ("deep nesting", b"[" * 100_000 + b"]" * 100_000, {}, 400, "failed to parse"),
     ("deep object nesting", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, {}, 400, "failed to parse"),
     ("data nested 150 levels", _infer_body([{**FP32, "data": json.loads("[" * 150 + "1" + "]" * 150)}]), {}, 400,
      "JSON nesting depth exceeds maximum allowed limit (100)"),
     ("huge number token", b'{"inputs":[{"name":"INPUT_INT64","datatype":"INT64","shape":[1],"data":[' + b"9" * 5000 + b"]}]}", {}, 400, "failed to parse"),
-    ("unknown datatype", _infer_body([{**FP32, "datatype": "FP33"}]), {}, 400, "FP33"),
+    ("unknown datatype", _infer_body([{**FP32, "datatype": "FP33"}]), {}, 400, "invalid datatype for input INPUT_FP32"),
     ("wrong datatype", _infer_body([{**FP32, "datatype": "INT32", "data": [1]}]), {}, 400, "expects 'FP32'"),
     ("negative dim", _infer_body([{**FP32, "shape": [-1]}]), {}, 400, "negative dimension"),
     ("overflowing dim", _infer_body([{**FP32, "shape": [2**64]}]), {}, 400, "non-unsigned-integer"),
@@ -244,7 +244,7 @@ HAND = [
     ("fp16 as json", _infer_body([{"name": "INPUT_FP16", "datatype": "FP16", "shape": [1], "data": [1.0]}]), {}, 400, "FP16"),
     ("bool as number", _infer_body([{"name": "INPUT_BOOL", "datatype": "BOOL", "shape": [1], "data": [1]}]), {}, 400, "boolean"),
     ("absurd classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 2**200}}]), {}, 400, "classification"),
-    ("zero classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": 0}}]), {}, 400, "classification"),
+    ("negative classification", _infer_body([FP32], outputs=[{"name": "OUTPUT_FP32", "parameters": {"classification": -1}}]), {}, 400, "classification"),
     ("unknown output", _infer_body([FP32], outputs=[{"name": "NOPE"}]), {}, 400, "unexpected inference output"),
     # identity_any answers only for the inputs it is given: the model's doing, so 500.
     ("output the model did not produce", _infer_body([FP32], outputs=[{"name": "OUTPUT_INT8"}]), {}, 500, "did not produce requested output"),
@@ -256,9 +256,9 @@ HAND = [
     ("unknown encoding", _infer_body([FP32]), {"Content-Encoding": "br"}, 415, "Unsupported compression type"),
     ("garbage gzip", b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}, 400, "decompress"),
     # Every client mistake is a 4xx, even where Triton answers 500 or 501.
-    ("body null", b"null", {}, 400, "expected a JSON object"),
-    ("body a number", b"3", {}, 400, "expected a JSON object"),
-    ("body a string", b'"inputs"', {}, 400, "expected a JSON object"),
+    ("body null", b"null", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("body a number", b"3", {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
+    ("body a string", b'"inputs"', {}, 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"),
     ("invalid utf-8", b'{"id": "\xff\xfe", "inputs": []}', {}, 400, "failed to parse"),
     ("lone surrogate", b'{"id": "\\ud800", "inputs": []}', {}, 400, "failed to parse"),
     ("lone surrogate in data", b'{"inputs": [{"name": "INPUT_STRING", "datatype": "BYTES", "shape": [1], "data": ["\\udfff"]}]}', {}, 400, "failed to parse"),
@@ -274,7 +274,7 @@ HAND = [
     ("fractional dim", _infer_body([{**FP32, "shape": [1.5]}]), {}, 400, "non-unsigned-integer"),
     ("string dim", _infer_body([{**FP32, "shape": ["1"]}]), {}, 400, "non-unsigned-integer"),
     ("bool dim", _infer_body([{**FP32, "shape": [True]}]), {}, 400, "non-unsigned-integer"),
-    ("shape a number", _infer_body([{**FP32, "shape": 1}]), {}, 400, "non-unsigned-integer"),
+    ("shape a number", _infer_body([{**FP32, "shape": 1}]), {}, 400, "non-array as array"),
     ("parameters a list", _infer_body([FP32], parameters=[1]), {}, 400, "'parameters'"),
     ("parameters a string", _infer_body([FP32], parameters="binary"), {}, 400, "'parameters'"),
     ("input parameters a list", _infer_body([{**FP32, "parameters": [1]}]), {}, 400, "'parameters'"),
@@ -316,7 +316,7 @@ SETTINGS = [
     ("unload: parameters a list", "/v2/repository/models/identity_any/unload", b'{"parameters": [1]}', 400, "'parameters'"),
     ("unload: dependents a string", "/v2/repository/models/nothing/unload", b'{"parameters": {"unload_dependents": "yes"}}', 400, "unload_dependents"),
     ("index: body a list", "/v2/repository/index", b"[]", 400, "expected a JSON object"),
-    ("index: ready a string", "/v2/repository/index", b'{"ready": "yes"}', 400, "'ready'"),
+    ("index: ready a string", "/v2/repository/index", b'{"ready": "yes"}', 400, "non-boolean as boolean"),  # Triton's words
     ("trace: unknown level", "/v2/trace/setting", b'{"trace_level": ["EVIL"]}', 400, "unknown trace level 'EVIL'"),
     ("trace: unknown mode", "/v2/trace/setting", b'{"trace_mode": "evil"}', 400, "unsupported trace mode 'evil'"),
     ("trace: level a string", "/v2/trace/setting", b'{"trace_level": "TIMESTAMPS"}', 400, "'trace_level'"),
@@ -324,9 +324,9 @@ SETTINGS = [
     ("trace: rate not a number", "/v2/trace/setting", b'{"trace_rate": "often"}', 400, "'trace_rate'"),
     ("trace: body a list", "/v2/trace/setting", b"[]", 400, "expected a JSON object"),
     ("trace: empty body", "/v2/trace/setting", b"", 400, "empty"),
-    ("log: info a string", "/v2/logging", b'{"log_info": "yes"}', 400, "'log_info'"),
-    ("log: level negative", "/v2/logging", b'{"log_verbose_level": -1}', 400, "'log_verbose_level'"),
-    ("log: level a float", "/v2/logging", b'{"log_verbose_level": 1.5}', 400, "'log_verbose_level'"),
+    ("log: info a string", "/v2/logging", b'{"log_info": "yes"}', 400, "non-boolean as boolean"),  # Triton names no key
+    ("log: level negative", "/v2/logging", b'{"log_verbose_level": -1}', 400, "non-unsigned-integer"),
+    ("log: level a float", "/v2/logging", b'{"log_verbose_level": 1.5}', 400, "non-unsigned-integer"),
     ("log: unknown format", "/v2/logging", b'{"log_format": "xml"}', 400, "log_format"),
     ("log: body a number", "/v2/logging", b"1", 400, "expected a JSON object"),
     ("shm: key a number", "/v2/systemsharedmemory/region/r/register", b'{"key": 5, "byte_size": 4}', 400, "'key'"),
@@ -373,7 +373,7 @@ def test_binary_data_size_larger_and_smaller_than_body(http):
                                      "parameters": {"binary_data_size": 8}}]}).encode()
     hdr = {"Inference-Header-Content-Length": str(len(header))}
     short = post(http, INFER, header + b"\0" * 4, hdr)
-    assert short.status_code == 400 and "expecting 8 additional bytes" in short.json()["error"]
+    assert short.status_code == 400 and "expecting 4 additional bytes" in short.json()["error"]
     long = post(http, INFER, header + b"\0" * 12, hdr)
     assert long.status_code == 400 and "unexpected additional input data" in long.json()["error"]
 

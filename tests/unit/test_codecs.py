@@ -161,7 +161,7 @@ def test_binary_sizes_must_add_up():
     header = json.dumps({"inputs": [{"name": "A", "datatype": "INT8", "shape": [2], "parameters": {"binary_data_size": 2}}]}).encode()
     with pytest.raises(InvalidArgumentError, match="unexpected additional input data"):
         decode_request(header + b"abc", len(header), "m", "")
-    with pytest.raises(InvalidArgumentError, match="expecting 2 additional bytes"):
+    with pytest.raises(InvalidArgumentError, match="expecting 1 additional bytes"):
         decode_request(header + b"a", len(header), "m", "")
 
 

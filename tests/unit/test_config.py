@@ -28,7 +28,7 @@ def test_parse_normalise_and_json():
     assert data["version_policy"] == {"latest": {"num_versions": 1}}
     assert data["dynamic_batching"]["preferred_batch_size"] == [8]
     assert data["dynamic_batching"]["max_queue_delay_microseconds"] == 100
-    assert data["instance_group"][0]["name"] == "m_0"
+    assert data["instance_group"][0]["name"] == "m"  # the group Triton adds bears the model's name
     assert data["instance_group"][0]["kind"] == "KIND_CPU" and data["instance_group"][0]["count"] == 1
     assert data["platform"] == "" and data["parameters"] == {}  # defaults printed, as Triton does
     assert configs.protocol_dims(config, config.input[0]) == [-1, -1, 3]

@@ -16,6 +16,7 @@ from openinfer.frontends.access import PROTOCOL_GROUPS
 from openinfer.frontends.grpc.service import RPC_GROUPS, compose_servicer
 from openinfer.frontends.http import handlers
 from openinfer.frontends.http.app import HttpApp, HttpRequest
+from openinfer.frontends.http.paths import MODEL
 from openinfer.runner import server_options
 from openinfer.settings import Settings
 
@@ -74,7 +75,7 @@ def test_each_extension_route_carries_its_group(tmp_path):
     # The statistics of every model are routed before a model called "stats" could take them.
     patterns = [route.pattern.pattern for route in app.routes]
     assert patterns.index(r"/v2/models/stats$") < patterns.index(
-        r"/v2/models/([^/]+)(?:/versions/([^/]+))?$"
+        MODEL + "$"
     )
 
 

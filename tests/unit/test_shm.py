@@ -80,7 +80,7 @@ def test_bounds(key, offset, size, message):
 
 def test_registration_errors(key):
     manager = SharedMemoryManager(allow_client=True)
-    with pytest.raises(InvalidArgumentError, match="'r': invalid args"):
+    with pytest.raises(InvalidArgumentError, match="Invalid shared memory region"):
         manager.register_system("r", key, 32, 64)
     with pytest.raises(
         InvalidArgumentError, match="Unable to open shared memory region: '/oi_unit_missing'"

@@ -109,3 +109,44 @@ def test_one_requested_output_is_still_selected_classified_or_missed():
     classified = finish_outputs(InferRequest("m", outputs=[top]), _response("OUT"), {}, False).outputs[0]
     assert classified.datatype == "BYTES"
     assert list(classified.data) == [b"3.000000:3", b"2.000000:2"]
+
+
+FOLDED = """
+name: "f"
+max_batch_size: 0
+input { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] optional: true }
+input { name: "input0" data_type: TYPE_FP32 dims: [ 1 ] optional: true }
+input { name: "Single" data_type: TYPE_FP32 dims: [ 1 ] optional: true }
+output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }
+"""
+
+
+def folded_model() -> LoadedModel:
+    cfg = mc.ModelConfig()
+    text_format.Parse(FOLDED, cfg)
+    return LoadedModel(ModelContext("f", 1, cfg, Path("."), Path("1"), "fake"), backend=None)  # type: ignore[arg-type]
+
+
+def one_input(name: str) -> InferRequest:
+    return InferRequest("f", inputs=[Tensor(name, "FP32", (1,), np.zeros(1, np.float32))])
+
+
+@pytest.mark.parametrize("sent,taken", [("INPUT0", "INPUT0"), ("input0", "input0"), ("SINGLE", "Single"),
+                                        ("single", "Single")])
+def test_an_exact_name_wins_and_a_single_case_insensitive_match_is_taken(sent, taken):
+    request = one_input(sent)
+    folded_model().validate(request)
+    assert request.inputs[0].name == taken
+
+
+def test_a_name_matching_several_inputs_but_for_case_is_refused_as_unknown():
+    with pytest.raises(InvalidArgumentError) as info:
+        folded_model().validate(one_input("Input0"))
+    assert info.value.message == "unexpected inference input 'Input0' for model 'f'"  # Triton's words
+
+
+def test_an_output_in_the_wrong_case_is_taken_when_one_output_matches():
+    request = one_input("INPUT0")
+    request.outputs = [RequestedOutput("output0")]
+    folded_model().validate(request)
+    assert [o.name for o in request.outputs] == ["OUTPUT0"]

@@ -16,13 +16,13 @@ import threading
 from typing import Any
 
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
-from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
+from ...core.errors import InternalError, OpenInferError
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest
 from . import convert, pb_utils
 from .pb_utils import _host
-from .runner import ModelRunner, Started, describe, wire_response
+from .runner import ModelRunner, Started, describe, raised_by_model, wire_response
 from .services import ModelServices, log, model_log
 from .wire import Executed
 
@@ -136,7 +136,7 @@ class InProcessInstance(ModelInstance):
         try:
             await self._call(self.runner.initialize, convert.initialize_args(self.ctx, self.spec))
         except Exception as exc:
-            raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {describe(exc)}") from exc
+            raise InternalError(raised_by_model(exc)) from exc  # in the words of Triton's stub
 
     async def not_ready_reason(self) -> str | None:
         try:

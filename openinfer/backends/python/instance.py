@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
-from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
+from ...core.errors import InternalError, OpenInferError, UnavailableError
 from ...core.load import LOAD
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming
@@ -86,7 +86,7 @@ class PythonInstance(ModelInstance):
             self.has_is_ready = bool(await worker.call(Initialize(convert.initialize_args(self.ctx, self.spec)), timeout=600))
         except OpenInferError as exc:
             await worker.kill()
-            raise InvalidArgumentError(f"Failed to initialize model '{self.ctx.name}': {exc.message}") from None
+            raise InternalError(exc.message) from None  # the model's failure, in the stub's words
         # Only an initialized worker is the instance's: one that dies while initializing must
         # not start a restart of its own (a model that cannot initialize would respawn forever).
         self.worker = worker

@@ -12,6 +12,7 @@ import inspect
 import os
 import sys
 import time
+import traceback
 from typing import Any, NamedTuple
 
 from . import pb_utils
@@ -89,6 +90,20 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: Frames of these files are the server's, not the model's (in Triton they are C++ and unseen).
+_OWN_FILES = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def raised_by_model(exc: BaseException) -> str:
+    """An exception the model's code raised, as Triton's stub words it: the type, the message,
+    then the model's frames, innermost first (`At:`), where a client sees where it failed."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_OWN_FILES)]
+    if frames:
+        text += "\n\nAt:\n" + "".join(f"  {f.filename}({f.lineno}): {f.name}\n" for f in reversed(frames))
+    return text
+
+
 class Started(NamedTuple):
     """A batch whose `execute` was called; `result` may still be a coroutine."""
 
@@ -158,6 +173,8 @@ class ModelRunner:
     def conclude(self, batch: Started, result: Any = None, error: BaseException | None = None) -> Executed:
         """Check what `execute` gave back; the wire answer of the whole batch."""
         error = error or batch.error
+        # What the model raised carries its frames; the contract's own checks below do not.
+        message = raised_by_model(error) if error is not None else ""
         result = result if batch.result is None or inspect.isawaitable(batch.result) else batch.result
         infer_done = time.perf_counter_ns()
         rescheduled = [
@@ -168,13 +185,13 @@ class ModelRunner:
             try:
                 responses = self._check(batch.requests, result)
             except Exception as exc:
-                error = exc
+                error, message = exc, describe(exc)
         if error is not None:
             for request in batch.requests:
                 if request._sender is not None:
                     request._sender._close()
-            message = f"Failed to process the request(s) for model '{self.instance_name}', message: {describe(error)}"
-            return Executed(-1, None, self._timing(batch, infer_done), [], message)
+            failed = f"Failed to process the request(s) for model '{self.instance_name}', message: {message}"
+            return Executed(-1, None, self._timing(batch, infer_done), [], failed)
         return Executed(-1, responses, self._timing(batch, infer_done), rescheduled, None)
 
     def _check(self, requests: list[pb_utils.InferenceRequest], result: Any) -> list[WireResponse | None] | None:

@@ -37,10 +37,14 @@ def model_log(level: int, message: str, filename: str, line: int) -> None:
     _model_log.handle(record)
 
 
-def _bls_error(exc: Exception, request: InferRequest) -> Exception:
-    """A BLS request refused before it ran, in the words of Triton's Python backend."""
+def _bls_error(exc: Exception, request: InferRequest, host: ModelHost | None) -> Exception:
+    """A BLS request refused before it ran, in the words of Triton's Python backend (which asks
+    whether the model is ready before anything else)."""
     if isinstance(exc, OpenInferError) and exc.before_queue:
-        return type(exc)(f"Model {request.model_name} - Error when running inference: {exc.message}")
+        why = exc.message
+        if host is not None and not host.model_ready(request.model_name, request.model_version):
+            why = f"Failed for execute the inference request. Model '{request.model_name}' is not ready."
+        return type(exc)(f"Model {request.model_name} - Error when running inference: {why}")
     return exc
 
 
@@ -66,7 +70,7 @@ class ModelServices:
         try:
             return convert.wire_response(await self._server().infer(request))
         except Exception as exc:
-            return convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request)))
+            return convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request, self.server)))
 
     def infer_stream(self, wire: WireRequest) -> BlsStream:
         return BlsStream(self, convert.core_request(wire))
@@ -80,7 +84,7 @@ class ModelServices:
                 final = response.final
                 yield convert.wire_response(response), final
         except Exception as exc:
-            yield convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request))), True
+            yield convert.wire_response(InferResponse(request.model_name, "", error=_bls_error(exc, request, self.server))), True
             return
         if not final:
             yield None, True

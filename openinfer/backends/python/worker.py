@@ -24,7 +24,6 @@ import socket
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 from ..._malloc import tune_malloc
@@ -32,7 +31,7 @@ from . import forked, ipc, pb_utils, ring, shm_files, spin
 from .pb_utils import _host, c_module
 from .ring import NO_RING
 from .shm_files import SharedMemoryFull, shm_free
-from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model
+from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model, raised_by_model
 from .wire import (
     AutoComplete, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Load, Readiness, Reply,
     Respond, WireResponse,
@@ -309,9 +308,8 @@ class Worker:
                         self._wait(self.runner.finalize())
                     self.channel.send(Done(None))
                     return
-            except BaseException as exc:  # report with the traceback's last line, as Triton does
-                detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-                self.channel.send(Failed(detail))
+            except BaseException as exc:  # as Triton's stub words them: the model's frames where it ran
+                self.channel.send(Failed(raised_by_model(exc) if kind is Initialize else f"{type(exc).__name__}: {exc}"))
             finally:
                 self._busy_since = None
 

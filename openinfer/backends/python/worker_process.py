@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...core.errors import InvalidArgumentError, UnavailableError
+from ...core.errors import InternalError, UnavailableError
 from . import ipc, ring, spin
 from .ring import NO_RING
 from .wire import Done, Failed
@@ -109,8 +109,8 @@ class WorkerProcess:
         self.pending.append(future)
         self.send(message)
         answer = await asyncio.wait_for(asyncio.shield(future), timeout)
-        if type(answer) is Failed:
-            raise InvalidArgumentError(answer.message)
+        if type(answer) is Failed:  # the model's or its process's failure, not the client's (Triton: Internal)
+            raise InternalError(answer.message)
         return answer.value
 
     def answered(self, message: Done | Failed) -> None:

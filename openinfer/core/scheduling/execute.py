@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 
 from ..backend import ModelInstance
+from .. import errors
 from ..errors import InternalError, OpenInferError
 from ..responses import ResponseSender
 from ..stats import ModelStats, record_compute
@@ -56,4 +57,4 @@ async def run_batch(
 
 def request_label(request: InferRequest) -> str:
     """Triton's prefix for scheduler errors: `[request id: <id>] `."""
-    return f"[request id: {request.id or '<id_unknown>'}] "
+    return errors.request_label(request.id)

@@ -16,14 +16,14 @@ async def logging_settings(server: InferenceServer, req: HttpRequest) -> HttpRes
         doc = body_object(req)
         if doc.get("log_file") is not None:
             raise UnsupportedError("log file location can not be updated through network protocol")
-        values = {
-            "log_info": nullable(doc, "log_info", bool),
-            "log_warning": nullable(doc, "log_warning", bool),
-            "log_error": nullable(doc, "log_error", bool),
-            "log_verbose_level": nullable(doc, "log_verbose_level", int),
-            "log_format": nullable(doc, "log_format", str),
+        values = {  # Triton's words here are the JSON parser's alone
+            "log_info": nullable(doc, "log_info", bool, named=False),
+            "log_warning": nullable(doc, "log_warning", bool, named=False),
+            "log_error": nullable(doc, "log_error", bool, named=False),
+            "log_verbose_level": nullable(doc, "log_verbose_level", int, named=False),
+            "log_format": nullable(doc, "log_format", str, named=False),
         }
-        settings.update(values)  # (an unknown format: 400, where Triton's HTTP answers 503)
+        settings.update(values, "--log_format")  # (an unknown format: 400, where Triton's HTTP answers 503)
     return json_response(settings.as_dict())
 
 

@@ -37,7 +37,7 @@ async def repository_index(server: InferenceServer, req: HttpRequest) -> HttpRes
     if req.body.strip():
         value = loads_object(req.body).get("ready", False)
         if not isinstance(value, bool):
-            raise InvalidArgumentError("Invalid value for 'ready': expected a boolean")
+            raise InvalidArgumentError("attempt to access JSON non-boolean as boolean")  # Triton's words
         ready = value
     return json_response(server.repository_index(ready, _repository_name(req)))
 

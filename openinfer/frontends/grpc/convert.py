@@ -64,7 +64,9 @@ def _request_parameters(params: Any) -> dict[str, Any]:
     return out
 
 
-def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...], model: str) -> np.ndarray:
+def _typed_contents(
+    tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[int, ...], model: str, request_id: str
+) -> np.ndarray:
     field = _CONTENTS_FIELD.get(tensor.datatype)
     if field is None:
         raise InvalidArgumentError(
@@ -87,6 +89,10 @@ def _typed_contents(tensor: pb.ModelInferRequest.InferInputTensor, shape: tuple[
         # INT8/INT16 (UINT8/UINT16) travel as 32-bit values: Triton keeps their low-order bytes.
         array = np.array(values, dtype=wide).astype(dtype) if wide else np.array(values, dtype=dtype)
     if array.size != datatypes.element_count(shape):
+        if tensor.datatype != "BYTES":  # as Triton counts them: in bytes
+            size = datatypes.lookup(tensor.datatype).size
+            raise datatypes.byte_size_mismatch(tensor.name, model, datatypes.element_count(shape) * size,
+                                               array.size * size, request_id)
         raise InvalidArgumentError(
             f"unexpected number of elements for input '{tensor.name}' for model '{model}'. "
             f"Expected {datatypes.element_count(shape)}, got {array.size}"
@@ -132,7 +138,8 @@ def to_request(message: pb.ModelInferRequest | RawInputsRequest, *, stream: bool
                 )
             array = None
         elif raw_index < len(raw):  # (with raw contents, no input has typed contents: checked above)
-            array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model)
+            array = datatypes.from_wire_bytes(raw[raw_index], datatype, shape, name=name, model=model,
+                                              request_id=message.id)
             raw_index += 1
         else:
             datatypes.lookup(datatype)  # an unknown datatype is named before what its data lacks
@@ -140,7 +147,7 @@ def to_request(message: pb.ModelInferRequest | RawInputsRequest, *, stream: bool
                 raise InvalidArgumentError(
                     f"unable to find data for input tensor '{name}' for model '{model}' in request."
                 )
-            array = _typed_contents(tensor, shape, model)
+            array = _typed_contents(tensor, shape, model, message.id)
         tensors.append(Tensor(name, datatype, shape, array, tparams))
     request.inputs = tensors
     check_consumed(raw_index, len(raw), model)  # data sent for an input that does not exist

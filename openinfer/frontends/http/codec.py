@@ -36,6 +36,9 @@ def loads(body: bytes | memoryview) -> Any:
         raise InvalidArgumentError(f"failed to parse the request JSON buffer: {_reason(body, exc)}") from None
 
 
+_NO_INPUTS = "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"
+
+
 def loads_object(body: bytes | memoryview) -> dict[str, Any]:
     """A body that must be a JSON object (every v2 request body is one)."""
     doc = loads(body)
@@ -77,14 +80,15 @@ def _parameters(value: Any, where: str) -> dict[str, Any]:
 
 
 def _shape(value: Any, name: str) -> tuple[int, ...]:
-    if type(value) is list:
-        for d in value:  # JSON integers are exactly int (bool is a subclass, and refused)
-            if type(d) is not int or d < 0:
-                break
-        else:
-            return tuple(value)
-        if type(d) is int:
-            raise negative_dimension(name)
+    if type(value) is not list:
+        raise InvalidArgumentError("Unable to parse 'shape': attempt to access JSON non-array as array")
+    for d in value:  # JSON integers are exactly int (bool is a subclass, and refused)
+        if type(d) is not int or d < 0:
+            break
+    else:
+        return tuple(value)
+    if type(d) is int:
+        raise negative_dimension(name)
     raise InvalidArgumentError(
         "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"
     )
@@ -209,8 +213,8 @@ def decode_request(
     doc = bulk_json.parse(json_part)
     if doc is None:
         doc = loads(json_part)
-    if not isinstance(doc, dict):
-        raise InvalidArgumentError("failed to parse the request JSON buffer: expected a JSON object")
+    if not isinstance(doc, dict):  # Triton looks for 'inputs' in it
+        raise InvalidArgumentError(_NO_INPUTS)
     request = InferRequest(model_name=model_name, model_version=model_version)
     rid = doc.get("id")
     if rid is not None:
@@ -233,16 +237,18 @@ def _decode_fields(
         params = dict(_parameters(doc["parameters"], "the request"))
         binary_default = params.pop("binary_data_output", False)
         if not isinstance(binary_default, bool):
-            raise InvalidArgumentError("'binary_data_output' must be a boolean")
+            raise InvalidArgumentError(
+                "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean")
         request.parameters = params
         apply_reserved(request)
 
     inputs = doc.get("inputs")
     if not isinstance(inputs, list):
-        raise InvalidArgumentError("Unable to parse 'inputs': expected a JSON array")
+        raise InvalidArgumentError(_NO_INPUTS if inputs is None else "Unable to parse 'inputs': attempt to access JSON "
+                                   "non-array as array")
     offset = header_length or 0
     for item in inputs:
-        tensor, offset = _decode_input(item, view, offset, header_length, model_name)
+        tensor, offset = _decode_input(item, view, offset, header_length, model_name, request.id)
         request.inputs.append(tensor)
     if header_length is not None:
         check_consumed(offset, len(view), model_name)
@@ -257,7 +263,7 @@ def _decode_fields(
 
 
 def _decode_input(
-    item: Any, view: memoryview, offset: int, header_length: int | None, model_name: str
+    item: Any, view: memoryview, offset: int, header_length: int | None, model_name: str, request_id: str
 ) -> tuple[Tensor, int]:
     """One element of `inputs`, and where the next binary input starts in the body."""
     if not isinstance(item, dict):
@@ -268,7 +274,8 @@ def _decode_input(
         raise InvalidArgumentError("Unable to parse 'name': attempt to access JSON non-string as string")
     if not isinstance(datatype, str):
         raise InvalidArgumentError("Unable to parse 'datatype': attempt to access JSON non-string as string")
-    datatypes.lookup(datatype)
+    if datatype not in datatypes.DATATYPES:
+        raise InvalidArgumentError(f"invalid datatype for input {name}")
     shape = _shape(item.get("shape"), name)
     tparams = _parameters(item["parameters"], f"input '{name}'") if "parameters" in item else {}
     if tparams:
@@ -289,11 +296,13 @@ def _decode_input(
         if not isinstance(size, int) or isinstance(size, bool) or size < 0:
             raise InvalidArgumentError(f"'binary_data_size' of input '{name}' must be an unsigned integer")
         if header_length is None or offset + size > len(view):
+            missing = size - max(len(view) - offset, 0) if header_length is not None else size
             raise InvalidArgumentError(
-                f"unexpected size for input '{name}', expecting {size} additional bytes for model "
+                f"unexpected size for input '{name}', expecting {missing} additional bytes for model "
                 f"'{model_name}'"
             )
-        array = datatypes.from_wire_bytes(view[offset : offset + size], datatype, shape, name=name, model=model_name)
+        array = datatypes.from_wire_bytes(view[offset : offset + size], datatype, shape, name=name, model=model_name,
+                                          request_id=request_id)
         offset += size
     else:
         array = None  # in shared memory: the core reads it at admission
@@ -306,7 +315,10 @@ def _requested_output(item: Any) -> RequestedOutput:
     if not isinstance(item, dict) or not isinstance(item.get("name"), str):
         raise InvalidArgumentError("Unable to parse 'outputs': each output needs a string 'name'")
     name = item["name"]
-    return requested_output(name, dict(_parameters(item.get("parameters"), f"output '{name}'")))
+    params = dict(_parameters(item.get("parameters"), f"output '{name}'"))
+    if params.get("classification") == 0 and type(params["classification"]) is int:
+        del params["classification"]  # Triton's HTTP frontend reads 0 as no classification
+    return requested_output(name, params)
 
 
 def _json_value(array: np.ndarray, datatype: str, name: str) -> Any:

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from ...core import datatypes, otel
-from ...core.errors import InvalidArgumentError, OpenInferError
+from ...core.errors import InvalidArgumentError, OpenInferError, request_label
 from ...core.failed_requests import log_failure
 from ...core.parameters import forward_headers
 from ...core.protocols import Protocol
@@ -105,7 +105,7 @@ def raw_request(app: HttpApp, body: bytes, name: str, version: str) -> InferRequ
     model = app.server.model(name, version)
     if len(model.inputs) != 1:
         raise InvalidArgumentError(
-            f"Raw request must only have 1 input (found 1) to be deduced but got "
+            f"{request_label(None)}Raw request must only have 1 input (found 1) to be deduced but got "
             f"{len(model.inputs)} inputs in '{name}' model configuration"
         )
     spec = next(iter(model.inputs.values()))
@@ -114,13 +114,14 @@ def raw_request(app: HttpApp, body: bytes, name: str, version: str) -> InferRequ
     variable = dims.count(-1)
     if variable > 1:
         raise InvalidArgumentError(
-            f"The shape of the raw input '{spec.name}' can not be deduced because there are more than one "
-            "variable-sized dimension"
+            f"{request_label(None)}The shape of the raw input '{spec.name}' can not be deduced because there "
+            "are more than one variable-sized dimension"
         )
     if spec.datatype == "BYTES":  # the whole body is the one element, as Triton takes it
         if variable or known != 1:
             raise InvalidArgumentError(
-                f"For BYTE datatype raw input '{spec.name}', the model must have input shape [1]"
+                f"{request_label(None)}For BYTE datatype raw input '{spec.name}', the model must have input "
+                "shape [1]"
             )
         body = len(body).to_bytes(4, "little") + body
     elif variable == 1:
@@ -149,8 +150,11 @@ def install(app: HttpApp, extensions: Sequence[Callable[[HttpApp], None]] = ()) 
 
 
 def _header_length(value: str | None, body_length: int) -> int | None:
+    """The JSON header's length; None: the whole body is JSON. 0 asks for a raw request, and so
+    does an empty body without the header, as in Triton (the header's length defaults to the
+    body's)."""
     if value is None:
-        return None
+        return None if body_length else 0
     try:
         length = int(value)
     except ValueError:
