@@ -1,11 +1,11 @@
 """Replays the requests of Flink's Java `triton` model provider against the real server.
 
-Each `tests/testdata/flink/*.json` holds what `flink-model-triton` 2.3 puts on the wire for one
-`CREATE MODEL` (its exact body bytes and headers, in OkHttp's order), the models it needs and
-what the server must answer. SQL-only users run that jar unchanged, so the server has to accept
-`/versions/latest`, upper-cased tensor names, the sequence id in the top-level `id`, gzip
-bodies, tokens and custom headers, and has to return only the requested output and 4xx errors
-that say what was wrong.
+Each `tests/testdata/flink/*.json` holds what `flink-model-triton` put on the wire for one
+acceptance case, captured from the real provider in a PyFlink `ML_PREDICT` job (its exact body
+bytes and headers, in the order sent), the models it needs and what the server must answer.
+SQL-only users run that jar unchanged, so the server has to accept `/versions/latest`,
+upper-cased tensor names, the sequence id in the top-level `id`, gzip bodies, tokens and custom
+headers, and has to return only the requested output and 4xx errors that say what was wrong.
 """
 
 from __future__ import annotations
