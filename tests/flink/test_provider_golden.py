@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.flink import provider_cases
 from tests.flink.golden import CASES
 from tests.flink.models import write_models
 from tests.helpers import Server
@@ -136,3 +137,13 @@ def test_fixtures_are_what_the_provider_sends() -> None:
                 "Content-Type", "Content-Length", "Host", "Connection", "Accept-Encoding",
                 "User-Agent",
             ], name  # fmt: skip
+
+
+def test_fixtures_are_the_acceptance_cases() -> None:
+    """Every fixture was captured from a case of `provider_cases` as it stands now."""
+    cases = {case.name: case for case in provider_cases.CASES}
+    for name, fixture in CASES.items():
+        case = cases[name]
+        assert fixture["ddl"] == provider_cases.ddl(case, case.steps[0], "http://{host}"), name
+        assert fixture["models"] == provider_cases.models_for(case), name
+        assert len(fixture["steps"]) == len(case.steps), name
