@@ -1,25 +1,66 @@
-"""Rows per second through PyFlink, async mode vs pandas mode, against one openinfer server.
+"""Rows per second of ML_PREDICT-shaped queries through Flink, against one openinfer server.
 
-    .venv/bin/python -m tests.flink.bench_pyflink --rows 5000
+    .venv/bin/python -m tests.flink.bench_pyflink --rows 5000 [--provider-jars DIR]
 
 Starts `openinfer serve` with the batching `flink_scorer` model (max_batch_size 8, dynamic
-batching), runs the end-to-end job's query over `--rows` rows in each mode with the PyFlink
-interpreter found by `test_pyflink_e2e.flink_python`, into a blackhole sink, and prints one
-JSON object. Query time excludes the JVM start and environment setup, but includes Flink's
-per-job planning and start-up (a few seconds), so use enough rows.
+batching) and, `--repeat` times in turn on that one server, runs: Flink's Java `triton`
+provider (`ML_PREDICT`, one JSON request per row, async, `--provider-concurrency` rows in
+flight), when its jars are given (`--provider-jars` or `OPENINFER_FLINK_PROVIDER_JARS`; see
+docs/flink.md); then this package's PyFlink functions in each `--modes` mode. Every query reads
+`--rows` rows into a blackhole sink. Prints one JSON object. Query time excludes the JVM start
+and environment setup but includes Flink's per-job planning and start-up (a few seconds), so use
+enough rows.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tests.flink.models import write_models
 from tests.flink.test_pyflink_e2e import PYTHON, SCORER, run_job
-from tests.helpers import Server
+from tests.helpers import ROOT, Server
+
+
+def provider_jars(given: str | None) -> tuple[Path | None, str]:
+    """The provider's jar folder, or None and why it is not used."""
+    if not given:
+        return None, "no provider jars: pass --provider-jars or set OPENINFER_FLINK_PROVIDER_JARS"
+    folder = Path(given)
+    if not any(folder.glob("flink-model-triton*.jar")):
+        return None, f"no flink-model-triton*.jar in {folder}"
+    return folder, ""
+
+
+def run_provider(
+    server: Server, jars: Path, rows: int, concurrency: int, work: Path
+) -> float:
+    """Seconds of one provider `ML_PREDICT` query over `rows` rows."""
+    assert PYTHON is not None
+    ddl = (
+        "CREATE TEMPORARY MODEL m INPUT (features ARRAY<FLOAT>) OUTPUT (score FLOAT) WITH ("
+        f"'provider' = 'triton', 'endpoint' = 'http://127.0.0.1:{server.http_port}', "
+        "'model-name' = 'flink_scorer', 'model-version' = '1')"
+    )
+    (work / "ddls.json").write_text(json.dumps([ddl]), encoding="utf-8")
+    config = f", MAP['async', 'true', 'max-concurrent-operations', '{concurrency}']"
+    command = [
+        PYTHON, "-m", "tests.flink.provider_job", "--jars", str(jars), "--bench",
+        str(work / "ddls.json"), "--rows", str(rows), "--config", config,
+        "--out", str(work / "provider.json"),
+    ]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"provider job failed:\n{done.stderr[-6000:]}")
+    return float(json.loads((work / "provider.json").read_text())["0"])
 
 
 def main() -> int:
@@ -27,28 +68,42 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=5000)
     parser.add_argument("--modes", default="async,pandas")
     parser.add_argument("--arrow-batch-size", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--provider-jars", default=os.environ.get("OPENINFER_FLINK_PROVIDER_JARS"))
+    parser.add_argument("--provider-concurrency", type=int, default=16)
     args = parser.parse_args()
     if PYTHON is None:
         print("pyflink is not importable: run `make flink-venv`", file=sys.stderr)
         return 2
+    jars, why = provider_jars(args.provider_jars)
+    runs: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        repo = Path(tmp) / "repo"
-        write_models(repo, SCORER)
-        with Server(repo) as server:
-            result = run_job(
-                server, Path(tmp) / "out.json", "--rows", str(args.rows), "--modes", args.modes,
-                "--arrow-batch-size", str(args.arrow_batch_size), "--blackhole", timeout=1800,
-            )  # fmt: skip
-    report = {
-        "rows": args.rows,
-        "arrow_batch_size": args.arrow_batch_size,
-        "setup_s": round(result["setup_s"], 1),
-    }
-    for mode, run in result["modes"].items():
-        report[mode] = {
-            "seconds": round(run["seconds"], 2),
-            "rows_per_s": round(args.rows / run["seconds"], 1),
-        }
+        work = Path(tmp)
+        write_models(work / "repo", SCORER)
+        with Server(work / "repo") as server:
+            for _ in range(args.repeat):
+                if jars is not None:
+                    seconds = run_provider(
+                        server, jars, args.rows, args.provider_concurrency, work
+                    )
+                    runs.setdefault("provider", []).append(seconds)
+                result = run_job(
+                    server, work / "out.json", "--rows", str(args.rows), "--modes", args.modes,
+                    "--arrow-batch-size", str(args.arrow_batch_size), "--blackhole",
+                    timeout=1800,
+                )  # fmt: skip
+                for mode, run in result["modes"].items():
+                    runs.setdefault(mode, []).append(run["seconds"])
+    report: dict[str, Any] = {"rows": args.rows, "arrow_batch_size": args.arrow_batch_size}
+    if jars is None:
+        report["provider"] = f"skipped: {why}"
+    for name, seconds in runs.items():
+        rates = [round(args.rows / s, 1) for s in seconds]
+        report[name] = {"rows_per_s": rates, "median": round(statistics.median(rates), 1)}
+    if "provider" in runs:
+        base = report["provider"]["median"]
+        for mode in args.modes.split(","):
+            report[mode]["vs_provider"] = round(report[mode]["median"] / base, 2)
     print(json.dumps(report))
     return 0
 

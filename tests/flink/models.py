@@ -143,6 +143,89 @@ SOURCES = {
                     )
                 return responses
     """,
+    # One running sum per sequence (keyed by correlation id), reset by the START flag.
+    "sequence": """
+        import json
+
+        import numpy as np
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def initialize(self, args):
+                config = json.loads(args["model_config"])
+                self.input = config["input"][0]["name"]
+                self.output = config["output"][0]["name"]
+                self.totals = {}
+
+            def execute(self, requests):
+                responses = []
+                for request in requests:
+                    key = request.correlation_id()
+                    if request.flags() & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                        self.totals[key] = 0
+                    data = pb_utils.get_input_tensor_by_name(request, self.input).as_numpy()
+                    self.totals[key] = self.totals.get(key, 0) + int(data.sum())
+                    out = np.array([[self.totals[key]]], dtype=np.int32)
+                    tensor = pb_utils.Tensor(self.output, out)
+                    responses.append(pb_utils.InferenceResponse(output_tensors=[tensor]))
+                return responses
+    """,
+    # output = input + 1000 * version, so a row shows which version answered.
+    "versioned": """
+        import json
+
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def initialize(self, args):
+                config = json.loads(args["model_config"])
+                self.input = config["input"][0]["name"]
+                self.output = config["output"][0]["name"]
+                self.offset = 1000 * int(args["model_version"])
+
+            def execute(self, requests):
+                responses = []
+                for request in requests:
+                    data = pb_utils.get_input_tensor_by_name(request, self.input).as_numpy()
+                    out = pb_utils.Tensor(self.output, data + self.offset)
+                    responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+                return responses
+    """,
+    # Sleeps as many seconds as its (FP64) input says, then echoes it: a slow server.
+    "sleepy": """
+        import json
+        import time
+
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def initialize(self, args):
+                config = json.loads(args["model_config"])
+                self.input = config["input"][0]["name"]
+                self.output = config["output"][0]["name"]
+
+            def execute(self, requests):
+                responses = []
+                for request in requests:
+                    data = pb_utils.get_input_tensor_by_name(request, self.input).as_numpy()
+                    time.sleep(float(data.reshape(-1)[0]))
+                    out = pb_utils.Tensor(self.output, data)
+                    responses.append(pb_utils.InferenceResponse(output_tensors=[out]))
+                return responses
+    """,
+    # Every request fails inside the model: the server's 5xx path.
+    "broken": """
+        import triton_python_backend_utils as pb_utils
+
+
+        class TritonPythonModel:
+            def execute(self, requests):
+                error = pb_utils.TritonError("the model failed on purpose")
+                return [pb_utils.InferenceResponse(error=error) for _ in requests]
+    """,
 }
 
 

@@ -4,9 +4,9 @@ Run by `test_pyflink_e2e.py` with an interpreter that has `apache-flink` install
 
     python -m tests.flink.pyflink_job --endpoint http://127.0.0.1:8000 --out result.json
 
-The DDL is the seed's, unchanged; only `register_triton_models(t_env, mode=...)` differs
-between the modes. Local mini-cluster, parallelism 1, a `from_elements` source (a literal
-VALUES list of constant arrays trips a PyFlink pandas-UDF bug).
+The model is registered with PyFlink's Model API; only `register_triton_models(t_env,
+mode=...)` differs between the modes. Local mini-cluster, parallelism 1, a `from_elements`
+source (a literal VALUES list of constant arrays trips a PyFlink pandas-UDF bug).
 """
 
 from __future__ import annotations
@@ -21,22 +21,15 @@ ROWS: list[tuple[int, list[float] | None, str]] = [
     (i, None if i == 7 else [float(i), 0.5 * i, 1.0], f"row-{i}") for i in range(1, 13)
 ]
 
-DDL = """
-CREATE TEMPORARY MODEL scorer
-INPUT (features ARRAY<FLOAT>)
-OUTPUT (score FLOAT)
-WITH (
-  'provider' = 'triton',
-  'endpoint' = '{endpoint}',
-  'model-name' = 'flink_scorer',
-  'timeout' = '10s',
-  'compression' = 'gzip',
-  'custom-headers' = 'X-Trace-Id:pyflink-e2e',
-  'max-retries' = '2',
-  'retry-initial-backoff' = '50ms',
-  'default-value' = '-1'
-)
-"""
+#: The scorer model's options, registered through PyFlink's Model API (`ModelDescriptor`).
+OPTIONS = {
+    "timeout": "10s",
+    "compression": "gzip",
+    "custom-headers": "X-Trace-Id:pyflink-e2e",
+    "max-retries": "2",
+    "retry-initial-backoff": "50ms",
+    "default-value": "-1",
+}
 
 QUERY = "SELECT t.id, t.name, scorer(t.features) AS score FROM src AS t"
 
@@ -50,6 +43,7 @@ def run(
 
     from openinfer.integrations.flink import (
         TritonConfigError,
+        create_triton_model,
         ml_predict,
         register_triton_models,
     )
@@ -75,7 +69,10 @@ def run(
         ),
     )
     t_env.create_temporary_view("src", source)
-    t_env.execute_sql(DDL.format(endpoint=endpoint))
+    create_triton_model(
+        t_env, "scorer", ("features", "ARRAY<FLOAT>"), ("score", "FLOAT"),
+        {"endpoint": endpoint, "model-name": "flink_scorer", **OPTIONS},
+    )  # fmt: skip
     t_env.execute_sql(
         "CREATE TEMPORARY TABLE sink (id INT, name STRING, score FLOAT) "
         "WITH ('connector' = 'blackhole')"
@@ -98,6 +95,15 @@ def run(
             got = [[r[0], r[2], r[3]] for r in rows_out]
         result["ml_predict"] = {"rows": got, "columns": table.get_schema().get_field_names()}
         result["ml_predict"]["seconds"] = time.monotonic() - began
+    # The Model API path checks options before the catalog holds the model.
+    try:
+        create_triton_model(
+            t_env, "typo", ("x", "INT"), ("y", "INT"),
+            {"endpoint": endpoint, "model-name": "x", "max-retry": "2"},
+        )  # fmt: skip
+    except TritonConfigError as error:
+        result["descriptor_error"] = str(error)
+    result["typo_registered"] = "typo" in t_env.list_temporary_models()
     # Other providers are left alone; a bad triton model is refused before anything runs.
     t_env.execute_sql(
         "CREATE TEMPORARY MODEL other INPUT (x STRING) OUTPUT (y STRING) "

@@ -52,6 +52,18 @@ MODELS = {
         """,
         "model_py": "flaky",
     },
+    "versioned": {
+        "config": """
+            name: "versioned"
+            backend: "python"
+            max_batch_size: 0
+            version_policy: { all { } }
+            input [ { name: "x" data_type: TYPE_INT32 dims: [ 1 ] } ]
+            output [ { name: "y" data_type: TYPE_INT32 dims: [ 1 ] } ]
+        """,
+        "model_py": "versioned",
+        "versions": [1, 2],
+    },
 }
 TOKEN_ARGS = ["--http-restricted-api=inference:Authorization=Bearer s3cret"]
 
@@ -79,6 +91,7 @@ COLUMNS = {
     "double_fp32": (("features", "ARRAY<FLOAT>"), ("scaled", "ARRAY<FLOAT>")),
     "double_int": (("x", "INT"), ("y", "INT")),
     "flaky": (("key", "STRING"), ("value", "STRING")),
+    "versioned": (("x", "INT"), ("y", "INT")),
 }
 
 
@@ -93,6 +106,15 @@ def model(endpoint: str, name: str, like: str | None = None, **options: str) -> 
 
 def url(server: Server) -> str:
     return f"http://127.0.0.1:{server.http_port}"
+
+
+async def test_model_version_defaults_to_latest_the_newest_ready(server: Server) -> None:
+    """As in the provider, no `model-version` means `latest`; it reaches Triton and openinfer
+    as the unversioned URL, answered by the newest ready version (here 2: 42 + 2000)."""
+    assert model(url(server), "versioned").spec.options.model_version == "latest"
+    assert await model(url(server), "versioned").predict(42) == 2042
+    assert await model(url(server), "versioned", model_version="latest").predict(42) == 2042
+    assert await model(url(server), "versioned", model_version="1").predict(42) == 1042
 
 
 async def test_one_row_per_request(server: Server) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from openinfer.integrations.flink import TritonConfigError, TritonOptions, parse_options
-from openinfer.integrations.flink.options import SUPPORTED_KEYS, parse_duration, parse_map
+from openinfer.integrations.flink.options import (
+    EXTENSIONS,
+    PROVIDER_OPTIONS,
+    SUPPORTED_KEYS,
+    parse_duration,
+    parse_map,
+)
 
 BASE = {"provider": "triton", "endpoint": "http://triton:8000", "model-name": "m"}
 
@@ -16,7 +22,7 @@ def parse(**extra: str) -> TritonOptions:
 
 def test_defaults_are_the_providers() -> None:
     o = parse()
-    assert (o.endpoint, o.model_name, o.model_version) == ("http://triton:8000", "m", None)
+    assert (o.endpoint, o.model_name, o.model_version) == ("http://triton:8000", "m", "latest")
     assert o.timeout == 30.0 and o.flatten_batch_dim is False and o.priority is None
     assert o.sequence_id is None and not o.sequence_start and not o.sequence_end
     assert not o.sequence_id_auto_increment
@@ -162,3 +168,14 @@ def test_latest_is_normalised_and_versions_are_canonical() -> None:
 def test_supported_keys_cover_the_provider_and_the_extensions() -> None:
     assert {"endpoint", "model-name", "default-value", "circuit-breaker-timeout"} <= SUPPORTED_KEYS
     assert {"mode", "batch-size", "tensor-name-case"} <= SUPPORTED_KEYS
+
+
+def test_provider_options_are_the_java_providers() -> None:
+    """The optional keys of flink-model-triton 2.3's options class, no more, no fewer; every
+    other key is an extension of this package."""
+    assert set(PROVIDER_OPTIONS) == {
+        "model-version", "timeout", "flatten-batch-dim", "priority", "sequence-id",
+        "sequence-start", "sequence-end", "compression", "auth-token", "custom-headers",
+    }  # fmt: skip
+    assert not set(PROVIDER_OPTIONS) & set(EXTENSIONS)
+    assert SUPPORTED_KEYS == {"provider", "endpoint", "model-name", *PROVIDER_OPTIONS, *EXTENSIONS}

@@ -1,11 +1,11 @@
 """Replays the requests of Flink's Java `triton` model provider against the real server.
 
-Each `tests/testdata/flink/*.json` holds what `flink-model-triton` 2.3 puts on the wire for one
-`CREATE MODEL` (its exact body bytes and headers, in OkHttp's order), the models it needs and
-what the server must answer. SQL-only users run that jar unchanged, so the server has to accept
-`/versions/latest`, upper-cased tensor names, the sequence id in the top-level `id`, gzip
-bodies, tokens and custom headers, and has to return only the requested output and 4xx errors
-that say what was wrong.
+Each `tests/testdata/flink/*.json` holds what `flink-model-triton` put on the wire for one
+acceptance case, captured from the real provider in a PyFlink `ML_PREDICT` job (its exact body
+bytes and headers, in the order sent), the models it needs and what the server must answer.
+SQL-only users run that jar unchanged, so the server has to accept `/versions/latest`,
+upper-cased tensor names, the sequence id in the top-level `id`, gzip bodies, tokens and custom
+headers, and has to return only the requested output and 4xx errors that say what was wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.flink import provider_cases
 from tests.flink.golden import CASES
 from tests.flink.models import write_models
 from tests.helpers import Server
@@ -136,3 +137,13 @@ def test_fixtures_are_what_the_provider_sends() -> None:
                 "Content-Type", "Content-Length", "Host", "Connection", "Accept-Encoding",
                 "User-Agent",
             ], name  # fmt: skip
+
+
+def test_fixtures_are_the_acceptance_cases() -> None:
+    """Every fixture was captured from a case of `provider_cases` as it stands now."""
+    cases = {case.name: case for case in provider_cases.CASES}
+    for name, fixture in CASES.items():
+        case = cases[name]
+        assert fixture["ddl"] == provider_cases.ddl(case, case.steps[0], "http://{host}"), name
+        assert fixture["models"] == provider_cases.models_for(case), name
+        assert len(fixture["steps"]) == len(case.steps), name

@@ -105,4 +105,6 @@ def test_same_query_in_every_mode(server: Server, tmp_path: Path) -> None:
     assert ml["columns"] == ["id", "features", "name", "score"]
     assert sorted(ml["rows"]) == [[i, name, s] for i, name, s in expected]
     assert "input column 'd' has unsupported type DECIMAL(10, 2)" in result["bad_model_error"]
+    assert "unsupported options for provider 'triton': max-retry" in result["descriptor_error"]
+    assert result["typo_registered"] is False
     print(json.dumps({m: round(v["seconds"], 1) for m, v in result["modes"].items()}))

@@ -14,6 +14,9 @@ provider's option names, type mapping, wire format and failure rules::
     t_env.execute_sql('SELECT t.*, classifier(features) AS score FROM t')
     ml_predict(t_env, t_env.from_path('t'), 'classifier', 'features')   # ML_PREDICT's shape
 
+PyFlink 2.3's Model API takes the same model without SQL: `create_triton_model(t_env,
+'classifier', ('features', 'ARRAY<FLOAT>'), ('score', 'FLOAT'), {'endpoint': ..., ...})`.
+
 Extensions (WITH keys): `mode` (`async` | `pandas` | `row`), `batch-size` (rows per request in
 pandas mode) and `tensor-name-case` (`preserve` | `upper`, the Java provider's upper-casing).
 
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from openinfer.integrations.flink.descriptor import create_triton_model, triton_model_descriptor
 from openinfer.integrations.flink.errors import (
     TritonCircuitBreakerOpenError,
     TritonClientError,
@@ -48,9 +52,11 @@ __all__ = [
     "TritonSchemaError",
     "TritonServerError",
     "build_spec",
+    "create_triton_model",
     "ml_predict",
     "parse_options",
     "register_triton_models",
+    "triton_model_descriptor",
 ]
 
 

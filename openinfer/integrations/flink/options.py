@@ -1,12 +1,15 @@
 """The `WITH (...)` options of a `'provider'='triton'` model: names, types, defaults, validation.
 
-Option names and defaults are exactly those of Flink's `flink-model-triton` provider, so the same
-`CREATE MODEL` statement works with the Java provider and with this package. Values are parsed
-the way Flink parses them (durations like `10s` / `30000ms`, booleans `true` / `false`, maps as
-`'K:V,K2:V2'`), and every value is checked here, at registration, rather than at the first row.
+The twelve keys of `PROVIDER_OPTIONS` are those of Flink's `flink-model-triton` provider, with
+its names and defaults (`model-version` `latest`, `timeout` `30s`, `flatten-batch-dim`,
+`sequence-start` and `sequence-end` `false`), so the same `CREATE MODEL` statement works with the
+Java provider and with this package. Values are parsed the way Flink parses them (durations like
+`10s` / `30000ms`, booleans `true` / `false`, maps as `'K:V,K2:V2'`), and every value is checked
+here, at registration, rather than at the first row.
 
-Three keys are extensions of this package, documented as such: `mode`, `batch-size` and
-`tensor-name-case`.
+`EXTENSIONS` are keys of this package only (the Java provider refuses them): retries and
+`default-value`, the health check and circuit breaker, `sequence-id-auto-increment`, and
+`mode`, `batch-size` and `tensor-name-case`.
 """
 
 from __future__ import annotations
@@ -26,18 +29,22 @@ PROVIDER = "triton"
 MODES = ("async", "pandas", "row")
 
 _REQUIRED = ("endpoint", "model-name")
-_PROVIDER_OPTIONAL = (
+#: The optional keys of the Java provider's options class.
+PROVIDER_OPTIONS = (
     "model-version",
     "timeout",
     "flatten-batch-dim",
     "priority",
     "sequence-id",
-    "sequence-id-auto-increment",
     "sequence-start",
     "sequence-end",
     "compression",
     "auth-token",
     "custom-headers",
+)
+#: Keys of this package only.
+EXTENSIONS = (
+    "sequence-id-auto-increment",
     "max-retries",
     "retry-initial-backoff",
     "retry-max-backoff",
@@ -48,10 +55,12 @@ _PROVIDER_OPTIONAL = (
     "circuit-breaker-failure-threshold",
     "circuit-breaker-timeout",
     "circuit-breaker-half-open-requests",
+    "mode",
+    "batch-size",
+    "tensor-name-case",
 )
-_EXTENSIONS = ("mode", "batch-size", "tensor-name-case")
 #: Every key a triton model may carry ('provider' itself included).
-SUPPORTED_KEYS = frozenset(("provider", *_REQUIRED, *_PROVIDER_OPTIONAL, *_EXTENSIONS))
+SUPPORTED_KEYS = frozenset(("provider", *_REQUIRED, *PROVIDER_OPTIONS, *EXTENSIONS))
 
 
 @dataclass(frozen=True)
@@ -60,8 +69,9 @@ class TritonOptions:
 
     endpoint: str
     model_name: str
-    #: None when the DDL gives no version: the server picks its newest ready version.
-    model_version: str | None = None
+    #: `latest` (the provider's default): the newest ready version, asked for with the
+    #: unversioned URL, which Triton and openinfer both serve (Triton has no `/versions/latest`).
+    model_version: str = "latest"
     timeout: float = 30.0
     flatten_batch_dim: bool = False
     priority: int | None = None
@@ -257,10 +267,10 @@ class _Parser:
             self.fail(key, value, "one of " + ", ".join(f"'{a}'" for a in allowed))
         return lowered
 
-    def version(self, key: str) -> str | None:
+    def version(self, key: str) -> str:
         value = self.raw.get(key)
         if value is None:
-            return None
+            return "latest"
         stripped = value.strip()
         if stripped.lower() == "latest":
             return "latest"

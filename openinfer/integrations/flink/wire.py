@@ -36,7 +36,7 @@ def models_base(endpoint: str) -> str:
 
 
 def infer_url(spec: TritonModelSpec) -> str:
-    """The inference URL; without a version (or with `latest`) the server picks its newest."""
+    """The inference URL; for `latest` it has no version, so the server picks its newest."""
     return _model_url(spec) + "/infer"
 
 
@@ -47,7 +47,7 @@ def config_url(spec: TritonModelSpec) -> str:
 def _model_url(spec: TritonModelSpec) -> str:
     options = spec.options
     url = models_base(options.endpoint) + "/" + quote(options.model_name, safe="")
-    if options.model_version not in (None, "latest"):
+    if options.model_version != "latest":
         url += f"/versions/{options.model_version}"
     return url
 
@@ -224,7 +224,7 @@ def error_for_status(spec: TritonModelSpec, status: int, body: bytes) -> TritonE
         f"Triton inference failed with HTTP {status}: {server_message}",
         "",
         "=== Request Configuration ===",
-        f"  Model: {o.model_name} (version: {o.model_version or 'newest ready'})",
+        f"  Model: {o.model_name} (version: {o.model_version})",
         f"  Endpoint: {sanitize_url(o.endpoint)}",
         f"  Input column: {spec.input_column} (tensor '{spec.input_tensor}')",
         f"  Input Flink type: {spec.input_type.text}",
@@ -243,7 +243,7 @@ def error_for_status(spec: TritonModelSpec, status: int, body: bytes) -> TritonE
         elif status == 404:
             lines += [
                 f"  - Verify model-name: {o.model_name}",
-                f"  - Verify model-version: {o.model_version or '(none: newest ready)'}",
+                f"  - Verify model-version: {o.model_version}",
             ]
         elif status in (401, 403):
             lines += ["  - Check auth-token / custom-headers configuration"]
