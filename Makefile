@@ -55,7 +55,7 @@ docs: install
 # PROVIDER_JARS: a folder with Flink's flink-model-triton jar and its dependencies (docs/flink.md);
 # without it the provider's rows are skipped and the output says why.
 bench-flink: install-test flink-venv
-	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000 $(if $(PROVIDER_JARS),--provider-jars $(PROVIDER_JARS))
+	$(BIN)/python -m tests.flink.bench_pyflink --rows 20000 --max-batch-size 256 --repeat 3 $(if $(PROVIDER_JARS),--provider-jars $(PROVIDER_JARS))
 
 image:
 	$(ENGINE) build --build-arg EXTRAS=$(EXTRAS) -t $(IMAGE) .

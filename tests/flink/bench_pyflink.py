@@ -2,8 +2,8 @@
 
     .venv/bin/python -m tests.flink.bench_pyflink --rows 5000 [--provider-jars DIR]
 
-Starts `openinfer serve` with the batching `flink_scorer` model (max_batch_size 8, dynamic
-batching) and, `--repeat` times in turn on that one server, runs: Flink's Java `triton`
+Starts `openinfer serve` with the batching `flink_scorer` model (`--max-batch-size`, 8 by
+default, dynamic batching) and, `--repeat` times in turn on that one server, runs: Flink's Java `triton`
 provider (`ML_PREDICT`, one JSON request per row, async, `--provider-concurrency` rows in
 flight), when its jars are given (`--provider-jars` or `OPENINFER_FLINK_PROVIDER_JARS`; see
 docs/flink.md); then this package's PyFlink functions in each `--modes` mode. Every query reads
@@ -71,6 +71,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--provider-jars", default=os.environ.get("OPENINFER_FLINK_PROVIDER_JARS"))
     parser.add_argument("--provider-concurrency", type=int, default=16)
+    parser.add_argument("--max-batch-size", type=int, default=8,
+                        help="the model's max_batch_size: the most rows one pandas-mode request carries")
     args = parser.parse_args()
     if PYTHON is None:
         print("pyflink is not importable: run `make flink-venv`", file=sys.stderr)
@@ -79,7 +81,8 @@ def main() -> int:
     runs: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        write_models(work / "repo", SCORER)
+        config = SCORER["flink_scorer"]["config"].replace("max_batch_size: 8", f"max_batch_size: {args.max_batch_size}")
+        write_models(work / "repo", {"flink_scorer": {**SCORER["flink_scorer"], "config": config}})
         with Server(work / "repo") as server:
             for _ in range(args.repeat):
                 if jars is not None:
@@ -94,7 +97,8 @@ def main() -> int:
                 )  # fmt: skip
                 for mode, run in result["modes"].items():
                     runs.setdefault(mode, []).append(run["seconds"])
-    report: dict[str, Any] = {"rows": args.rows, "arrow_batch_size": args.arrow_batch_size}
+    report: dict[str, Any] = {"rows": args.rows, "arrow_batch_size": args.arrow_batch_size,
+                              "max_batch_size": args.max_batch_size}
     if jars is None:
         report["provider"] = f"skipped: {why}"
     for name, seconds in runs.items():
