@@ -46,10 +46,13 @@ IGNORED_PART = Listed("what Triton takes while ignoring part of it is refused",
                       "a request is served as sent or refused, never in part")
 GRPC_DATATYPE = Listed("over gRPC an unknown datatype is refused as",
                        "the datatype is read where the request is decoded, before the model is known")
+BLS_UNKNOWN = Listed("a BLS call to a model the repository lacks is refused as an unknown model",
+                     "the words Triton's current Python-backend QA suite expects; 2.51 says the model is not ready")
 GENERATE_COUNT = Listed("`generate` on a model that sends other than one response is refused with 400",
                         "an error is never answered 200; the client should have used generate_stream")
 
 KNOWN: dict[str, Listed] = {
+    "BLS call to an unknown model": BLS_UNKNOWN,
     "generate, decoupled model": GENERATE_COUNT,
     "server metadata": VERSION,
     "model config, ensemble": NEWER_CONFIG,

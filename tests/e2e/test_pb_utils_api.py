@@ -322,8 +322,8 @@ def test_bls_cancel_of_a_decoupled_stream_reaches_the_callee(server, request):
 
 def test_bls_to_an_unknown_model_is_an_error_response(server):
     found = ask(server, "async_api", "unknown")
-    expected = {"error": "Model no_such_model - Error when running inference: Failed for execute the inference "
-                         "request. Model 'no_such_model' is not ready.", "code": 2}
+    expected = {"error": "Model no_such_model - Error when running inference: Request for unknown model: "
+                         "'no_such_model' is not found", "code": 2}
     assert found["async"] == expected
     if not server.in_process:
         assert found["exec"] == {"value": expected}

@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import InvalidArgumentError, OpenInferError, UnavailableError
+from ...core.errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError
 from ...core.types import InferRequest, InferResponse
 from . import convert
 from .wire import WireRequest, WireResponse
@@ -39,10 +39,12 @@ def model_log(level: int, message: str, filename: str, line: int) -> None:
 
 def _bls_error(exc: Exception, request: InferRequest, host: ModelHost | None) -> Exception:
     """A BLS request refused before it ran, in the words of Triton's Python backend (which asks
-    whether the model is ready before anything else)."""
+    whether the model is ready before anything else). A model the repository lacks is named
+    unknown, as Triton's current Python-backend QA expects (2.51 called it not ready)."""
     if isinstance(exc, OpenInferError) and exc.before_queue:
         why = exc.message
-        if host is not None and not host.model_ready(request.model_name, request.model_version):
+        unknown = isinstance(exc, NotFoundError)
+        if not unknown and host is not None and not host.model_ready(request.model_name, request.model_version):
             why = f"Failed for execute the inference request. Model '{request.model_name}' is not ready."
         return type(exc)(f"Model {request.model_name} - Error when running inference: {why}")
     return exc
