@@ -345,6 +345,10 @@ def main() -> None:
     tune_malloc()
     fd, inbound_name, outbound_name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     sys.argv = [""]  # as in Triton's embedded interpreter: the model sees no arguments of ours
+    # A model's prints reach the server's log a line at a time, each line in one write: unbuffered,
+    # a print's text and its newline were two writes, and the server's own lines fell between.
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(line_buffering=True, write_through=False)
     # As Triton's stub: a Ctrl-C or SIGTERM meant for the server's process group must not end
     # the worker before the server has had it finalize the model.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -65,7 +65,6 @@ class WorkerProcess:
         parent, child = socket.socketpair()
         self._make_arenas()
         env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
         root = str(Path(__file__).resolve().parents[3])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         env[ipc.shm_names.SESSION_ENV] = ipc.shm_names.session()
