@@ -6,15 +6,9 @@ from __future__ import annotations
 import numpy as np
 import tritonclient.http as httpclient
 
+from tests.hardening.models import ONE_FP32
 from tests.hardening.oracle import wait_until
 from tests.helpers import Server, write_model
-
-CONFIG = """
-backend: "python"
-max_batch_size: 0
-input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
-output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
-"""
 
 # Starts a line, writes a marker straight to the file descriptor (as another process sharing the
 # log would), then ends the line: a line written whole comes out after the marker, in one piece.
@@ -34,7 +28,7 @@ class TritonPythonModel:
 
 
 def test_a_models_print_is_written_as_one_line(tmp_path):
-    write_model(tmp_path / "repo", "printer", CONFIG, MODEL)
+    write_model(tmp_path / "repo", "printer", ONE_FP32, MODEL)
     with Server(tmp_path / "repo").start(wait_for="ready") as server:
         tensor = httpclient.InferInput("IN", [1], "FP32")
         tensor.set_data_from_numpy(np.array([1.0], np.float32))
