@@ -247,11 +247,11 @@ class Frontends:
     grpc_server: object | None = None
     #: The HTTP frontend processes (`--frontend-processes` > 1).
     http_processes: Any = None
-    http_processes_failed: bool = False
 
     def failed(self) -> bool:
         """A listener ended on its own (it could not bind, or crashed)."""
-        return self.http_processes_failed or any(task.done() for task in self.tasks)
+        processes = self.http_processes
+        return (processes is not None and not processes.started) or any(task.done() for task in self.tasks)
 
     async def stop(self) -> None:
         for s in self.uvicorn_servers:
@@ -293,7 +293,6 @@ async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings
             reuse_port=args.reuse_http_port, client_timeout=args.http_client_timeout_secs,
             listener_settings=_TRITON_LISTENER,
         )
-        fronts.http_processes_failed = fronts.http_processes is None or not fronts.http_processes.started
         return None
     http = listener(
         app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
@@ -357,7 +356,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
         if fronts.failed():
             break
         await asyncio.sleep(0.02)
-    if allow_http and (http.started if http is not None else not fronts.http_processes_failed):
+    if allow_http and (http.started if http is not None else fronts.http_processes.started):
         print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
     if allow_metrics and metrics.started:
         print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)

@@ -46,8 +46,12 @@ class Listener(uvicorn.Server):
             log.error("%s", self._not_started())
 
     def _not_started(self) -> str:
-        return f"failed to start {self.service} service: Unavailable - Socket '{self.config.host}:{self.config.port}' " \
-            "already in use"
+        return not_started(self.service, self.config.host, self.config.port)
+
+
+def not_started(service: str, host: str, port: int) -> str:
+    """Triton's start-up failure of a service whose port is taken."""
+    return f"failed to start {service} service: Unavailable - Socket '{host}:{port}' already in use"
 
 
 def bound_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:

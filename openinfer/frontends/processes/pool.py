@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from ...core.server import InferenceServer
-from ..asgi.listener import bound_socket
+from ..asgi.listener import bound_socket, not_started
 from ..http.app import HttpApp
 from .channel import frame
 from .child import FrontendConfig
@@ -134,25 +134,23 @@ class FrontendPool:
 async def start_http_processes(
     server: InferenceServer, app: HttpApp, count: int, host: str, port: int, *, reuse_port: bool,
     client_timeout: float, listener_settings: dict,
-) -> FrontendPool | None:
-    """`count` HTTP frontend processes, `app` (the core's own) answering what they forward; None
-    when the port cannot be bound (logged in Triton's words). The pool's `started` says whether
-    every process came up. Without `reuse_port` the port must be free first: the sockets set
+) -> FrontendPool:
+    """`count` HTTP frontend processes, `app` (the core's own) answering what they forward. The
+    pool's `started` says whether the port was bound (else logged in Triton's words) and every
+    process came up. Without `reuse_port` the port must be free first: the sockets set
     SO_REUSEPORT among themselves, not to join another server's."""
     try:
         if not reuse_port:
             bound_socket(host, port, reuse_port=False).close()  # taken by anyone: refused here
         listening = [bound_socket(host, port, reuse_port=True) for _ in range(count)]
     except OSError as exc:
-        logging.getLogger("openinfer.http").error(
-            "failed to start HTTP service: Unavailable - Socket '%s:%d' already in use (%s)",
-            host, port, exc.strerror or exc,
-        )
-        return None
+        logging.getLogger("openinfer.http").error("%s (%s)", not_started("HTTP", host, port), exc.strerror or exc)
+        listening = []
     config = FrontendConfig(
         host, port, app.options, client_timeout, server.log_settings, otel=server.trace.otel is not None,
         listener_settings=dict(listener_settings),
     )
     pool = FrontendPool(server, app, listening, config)
-    await pool.start()
+    if listening:
+        await pool.start()
     return pool
