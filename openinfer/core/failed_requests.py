@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 
+from .errors import request_label
+
 log = logging.getLogger("openinfer.server")
-_UNKNOWN = "<id_unknown>"
 
 
 def log_failure(request_id: str | None, message: str) -> None:
@@ -16,5 +17,5 @@ def log_failure(request_id: str | None, message: str) -> None:
     message already starts with it, as the core's own validation messages do."""
     if not log.isEnabledFor(logging.DEBUG):
         return
-    label = f"[request id: {request_id or _UNKNOWN}] "
+    label = request_label(request_id)
     log.debug("%sInfer failed: %s", label, message.removeprefix(label))

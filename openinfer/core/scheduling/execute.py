@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 
 from ..backend import ModelInstance
-from .. import errors
 from ..errors import InternalError, OpenInferError
 from ..responses import ResponseSender
 from ..stats import ModelStats, record_compute
@@ -53,8 +52,3 @@ async def run_batch(
         stats.record_execution(size, count, timing)
         record_compute(requests, started, timing)  # per-request timing for statistics and traces
     return True
-
-
-def request_label(request: InferRequest) -> str:
-    """Triton's prefix for scheduler errors: `[request id: <id>] `."""
-    return errors.request_label(request.id)

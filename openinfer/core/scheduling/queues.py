@@ -16,10 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..._proto import model_config_pb2 as mc
-from ..errors import InvalidArgumentError, UnavailableError
+from ..errors import InvalidArgumentError, UnavailableError, request_label
 from ..responses import ResponseSender
 from ..types import InferRequest
-from .execute import request_label
 
 
 @dataclass(slots=True)
@@ -131,7 +130,7 @@ class PriorityQueue:
         queue = self._queues[level - 1]
         if policy.max_queue_size and len(queue) >= policy.max_queue_size:
             entry.request.state.failure_reason = "REJECTED"
-            raise UnavailableError(f"{request_label(entry.request)}Exceeds maximum queue size")
+            raise UnavailableError(f"{request_label(entry.request.id)}Exceeds maximum queue size")
         entry.level = level
         entry.queued = True
         queue.append(entry)
@@ -153,7 +152,7 @@ class PriorityQueue:
         if not timeout_us or policy.delay_on_timeout or waited < timeout_us * 1000:
             return False
         request.state.failure_reason = "REJECTED"
-        sender.fail(UnavailableError(f"{request_label(request)}Request timeout expired"))
+        sender.fail(UnavailableError(f"{request_label(request.id)}Request timeout expired"))
         return True
 
     def pop_front(self, count: int) -> list[Entry]:
@@ -194,6 +193,6 @@ class PriorityQueue:
             self.size -= 1
             entry.request.state.failure_reason = "REJECTED"
             entry.sender.fail(
-                UnavailableError(f"{request_label(entry.request)}Request timeout expired")
+                UnavailableError(f"{request_label(entry.request.id)}Request timeout expired")
             )
         self._on_change()

@@ -27,7 +27,13 @@ from pathlib import Path
 
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
-from ..errors import CancelledError, InternalError, InvalidArgumentError, OpenInferError, UnavailableError
+from ..errors import (
+    CancelledError,
+    InternalError,
+    InvalidArgumentError,
+    OpenInferError,
+    UnavailableError,
+)
 from ..responses import NullSender, ResponseSender
 from ..stats import ModelStats
 from ..types import InferRequest, InferResponse
