@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -107,9 +110,23 @@ def test_a_polling_limit_that_is_not_whole_microseconds_is_refused_with_its_valu
 
 
 def test_the_worker_reads_the_limit_the_server_passed_and_keeps_the_default_otherwise():
-    assert spin.limit_from_env({spin.POLL_ENV: "0"}) == 0
-    assert spin.limit_from_env({spin.POLL_ENV: "250"}) == 250_000
-    assert spin.limit_from_env({}) == spin.LIMIT_NS
+    assert spin.limit_from_env({spin.POLL_ENV: "0"}, cpus=4) == 0
+    assert spin.limit_from_env({spin.POLL_ENV: "250"}, cpus=4) == 250_000
+    assert spin.limit_from_env({}, cpus=4) == spin.LIMIT_NS
+
+
+def test_on_one_cpu_nothing_polls_unless_the_model_asks():
+    assert spin.limit_from_env({}, cpus=1) == 0
+    assert spin.limit_from_env({spin.POLL_ENV: "250"}, cpus=1) == 250_000
+
+
+def test_a_process_pinned_to_one_cpu_counts_one():
+    """The count a server pinned with `taskset -c 0` (or a container's cpuset) reads."""
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+           "from openinfer.backends.python import spin; print(spin.usable_cpus(), spin.limit_from_env({}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "0"]
+    assert spin.usable_cpus() <= len(os.sched_getaffinity(0))
 
 
 
