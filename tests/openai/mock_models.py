@@ -4,6 +4,9 @@ exact-text assertions through the OpenAI frontend.
 `mock_llm` answers with the prompt itself, or with what the prompt asks for:
   `#say:<text>#`      answer <text>
   `#tool:<name>#`     answer the scripted tool-call text SCRIPTS[<name>]
+  `#think:<name>#`    answer SCRIPTS[<name>] as a Qwen3 model does: without its `<think>` block
+                      when the prompt already closed one (the template's `enable_thinking: false`)
+  `#chars:<n>#`       stream the answer in pieces of n characters instead of words
   `#params#`          answer the sampling parameters it received, as sorted JSON
   `#fail#`            stream two tokens, then fail the request
   `#slow#`            sleep 20 ms before each token
@@ -52,6 +55,21 @@ SCRIPTS = {
     "mistral_big": '[TOOL_CALLS][{"name": "get_current_weather", "arguments": {"city": "' + "A" * 2000 + '"}}]',
     "mistral_small": '[TOOL_CALLS][{"name": "get_current_weather", "arguments": {"city": "' + "A" * 5 + '"}}]',
     "text": "The weather is sunny today.",
+    # reasoning models, as their chat templates leave them to write
+    "qwen3_think": "<think>\nThe user asks about Dallas. Sunny, I recall.\n</think>\n\nIt is sunny in Dallas.",
+    "qwen3_tool": '<think>\nI need the weather tool.\n</think>\n\n<tool_call>\n{"name": "get_current_weather", '
+    '"arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}}\n</tool_call>',
+    "r1": "The user asks for 2 + 2. That is 4.\n</think>\n\nThe answer is 4.",
+    "r1_tool": "Let me think about which tool fits. " * 20 + "\n</think>\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+    'function<｜tool▁sep｜>get_current_weather\n```json\n{"city": "Dallas", "state": "TX", "unit": "fahrenheit"}\n```'
+    "<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_n_day_weather_forecast\n```json\n"
+    '{"city": "Dallas", "state": "TX", "unit": "fahrenheit", "num_days": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
+    # tool-call formats, as each family's chat template writes an assistant's calls
+    "hermes_two": 'Let me check both.\n<tool_call>\n{"name": "get_current_weather", "arguments": {"city": "Dallas", '
+    '"state": "TX", "unit": "fahrenheit"}}\n</tool_call>\n<tool_call>\n{"name": "get_n_day_weather_forecast", '
+    '"arguments": {"city": "Dallas", "state": "TX", "unit": "fahrenheit", "num_days": 2}}\n</tool_call>',
+    "pythonic_two": "[get_current_weather(city='Dallas', state='TX', unit='fahrenheit'), "
+    "get_n_day_weather_forecast(city='Dallas', state='TX', unit='fahrenheit', num_days=2)]",
 }
 
 LLM_MODEL = '''
@@ -118,6 +136,10 @@ class TritonPythonModel:
             text = json.dumps(params, sort_keys=True)
         elif "#tool:" in prompt:
             text = SCRIPTS[prompt.split("#tool:", 1)[1].split("#", 1)[0]]
+        elif "#think:" in prompt:
+            text = SCRIPTS[prompt.split("#think:", 1)[1].split("#", 1)[0]]
+            if prompt.rstrip().endswith("</think>"):
+                text = text.split("</think>", 1)[1].lstrip()
         elif "#say:" in prompt:
             text = prompt.split("#say:", 1)[1].split("#", 1)[0]
         elif "#long#" in prompt:
@@ -125,6 +147,9 @@ class TritonPythonModel:
         else:
             text = prompt
         tokens = WORD.findall(text)
+        if "#chars:" in prompt:
+            size = int(prompt.split("#chars:", 1)[1].split("#", 1)[0])
+            tokens = [text[i : i + size] for i in range(0, len(text), size)]
         reason = "stop"
         limit = params.get("max_tokens")
         if limit is not None and len(tokens) > limit:

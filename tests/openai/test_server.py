@@ -296,6 +296,7 @@ def test_openai_only_and_cors_origins(keyed_server):
         (["--openai-restricted-api", "inference,inference", "k", "v"], "restricted api 'inference' can not be specified in multiple config groups"),
         (["--openai-restricted-api", "inference", "a", "b", "--openai-restricted-api", "health,inference", "c", "d"], "can not be specified in multiple config groups"),
         (["--tool-call-parser", "bogus"], "invalid choice: 'bogus'"),
+        (["--reasoning-parser", "bogus"], "argument --reasoning-parser: invalid choice: 'bogus'"),
         (["--http-max-input-size", "0"], "Error: --http-max-input-size must be greater than 0."),
         (["--max-tool-call-parse-bytes", "x"], "value is not an integer"),
     ],

@@ -12,6 +12,7 @@ from ...core.server import InferenceServer
 from .catalog import ModelCatalog, ModelInfo
 from .errors import internal
 from .options import OpenAIOptions
+from .reasoning import ReasoningParser, get_reasoning_parser
 from .tokenizer import TokenizerCache
 from .tool_parsers import ToolParser, get_parser
 
@@ -32,6 +33,9 @@ class FrontendContext:
 
     def tool_parser(self) -> ToolParser | None:
         return get_parser(self.options.tool_call_parser) if self.options.tool_call_parser else None
+
+    def reasoning_parser(self) -> ReasoningParser | None:
+        return get_reasoning_parser(self.options.reasoning_parser) if self.options.reasoning_parser else None
 
     def tokenizer_path(self, info: ModelInfo) -> str | None:
         if self.options.tokenizer:

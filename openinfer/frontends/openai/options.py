@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 
 from ...settings import Settings, parse_bool
 from ..access import OPENAI_GROUPS, AccessPolicy, Restriction
+from .reasoning import PARSERS as REASONING_PARSER_CLASSES
+from .tool_parsers import PARSERS as TOOL_PARSER_CLASSES
 
 DEFAULT_PARSE_BYTES = 128 * 1024
-TOOL_PARSERS = ("llama3", "mistral")
+TOOL_PARSERS = tuple(TOOL_PARSER_CLASSES)
+REASONING_PARSERS = tuple(REASONING_PARSER_CLASSES)
 
 
 def positive_int(value: str) -> int:
@@ -36,6 +39,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", choices=["vllm", "tensorrtllm"], default=None, help="force the request format of every model")
     g.add_argument("--lora-separator", default=None, metavar="SEP", help="serve LoRA adapters as <model><separator><adapter>")
     g.add_argument("--tool-call-parser", choices=TOOL_PARSERS, default=None, help="parse tool calls in model output")
+    g.add_argument("--reasoning-parser", choices=REASONING_PARSERS, default=None,
+                   help="send a reasoning model's thinking apart, as reasoning_content (chat completions)")
     g.add_argument("--max-tool-call-parse-bytes", type=positive_int, default=DEFAULT_PARSE_BYTES, metavar="BYTES",
                    help="cap on streamed text the tool-call parser reads per request (then finish_reason 'length')")
     g.add_argument("--default-max-tokens", type=positive_int, default=None, metavar="N",
@@ -83,6 +88,7 @@ class OpenAIOptions:
     backend: str | None = None
     lora_separator: str | None = None
     tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
     max_tool_call_parse_bytes: int = DEFAULT_PARSE_BYTES
     default_max_tokens: int | None = None
     max_input_size: int = 64 * 1024 * 1024
@@ -110,6 +116,7 @@ class OpenAIOptions:
             backend=args.backend,
             lora_separator=args.lora_separator or None,
             tool_call_parser=args.tool_call_parser,
+            reasoning_parser=args.reasoning_parser,
             max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
             default_max_tokens=args.default_max_tokens,
             max_input_size=args.http_max_input_size,

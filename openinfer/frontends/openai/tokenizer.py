@@ -103,6 +103,13 @@ def _load(path: str) -> Any:
         raise internal(f"Unknown tokenizer: cannot load '{path}': {exc}") from exc
 
 
+#: `apply_chat_template` arguments about tokenizing, which a text prompt has no use for.
+_TOKENIZING = frozenset(
+    {"conversation", "return_dict", "return_tensors", "return_assistant_tokens_mask", "padding", "truncation",
+     "max_length", "tokenizer_kwargs"}
+)
+
+
 def render_chat(
     tokenizer: Any,
     conversation: list[dict[str, Any]],
@@ -113,17 +120,25 @@ def render_chat(
     template: str | None,
     kwargs: dict[str, Any] | None,
 ) -> str:
-    """The prompt text for a conversation; template errors are the client's or the operator's."""
-    try:
-        return tokenizer.apply_chat_template(
-            conversation,
-            tools=tools,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            continue_final_message=continue_final_message,
-            chat_template=template,
-            **(kwargs or {}),
+    """The prompt text for a conversation; template errors are the client's or the operator's.
+    `kwargs` (the request's `chat_template_kwargs`, e.g. `enable_thinking`) become template
+    variables; they may not set the server's own arguments of `apply_chat_template`."""
+    options = {
+        "tools": tools,
+        "tokenize": False,
+        "add_generation_prompt": add_generation_prompt,
+        "continue_final_message": continue_final_message,
+        "chat_template": template,
+    }
+    clash = sorted((kwargs or {}).keys() & (options.keys() | _TOKENIZING))
+    if clash:
+        raise invalid(
+            f"chat_template_kwargs may not set {', '.join(repr(k) for k in clash)}: the server renders the "
+            "template to text, with the request's own fields for its options",
+            "chat_template_kwargs",
         )
+    try:
+        return tokenizer.apply_chat_template(conversation, **options, **(kwargs or {}))
     except Exception as exc:
         message = str(exc)
         if type(exc).__name__ == "TemplateError" or "TemplateError" in type(exc).__mro__.__repr__():

@@ -1,8 +1,11 @@
-"""Chat completions: template the conversation, generate, parse tool calls, shape the answer.
+"""Chat completions: template the conversation, generate, parse reasoning and tool calls, shape
+the answer.
 
 Tool paths (as Triton, with OpenAI's shapes): `tool_choice` naming a function forces its
 arguments with guided JSON; `required` forces a JSON array of calls over every tool; `auto` (or
-tools without a choice) runs the `--tool-call-parser`; `none` answers in text.
+tools without a choice) runs the `--tool-call-parser`; `none` answers in text. The
+`--reasoning-parser` takes the reasoning out first (`reasoning_content`), except under guided
+decoding: the backends constrain the whole output, so a guided answer has no reasoning part.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from ..engine import GenerateCall, Outcome, generate_all, merge
 from ..errors import invalid
 from ..logprobs import chat_logprobs
 from ..protocol import parse_request
+from ..reasoning import ReasoningParser
 from ..sampling import build_sampling, check_output_options, guided_from_request, token_limit
 from ..tokenizer import render_chat
 from ..tool_parsers import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser
 from ..tool_parsers.base import openai_call_id
 from ..tool_parsers.forced import NamedStream, RequiredStream, required_schema
+from .output import ChoiceStream, parse_choice
 from .protocol import ChatCompletionRequest, ChatMessage
 
 log = logging.getLogger("openinfer.openai")
@@ -75,6 +80,7 @@ class ChatServing:
     def __init__(self, ctx: FrontendContext) -> None:
         self.ctx = ctx
         self.parser: ToolParser | None = ctx.tool_parser()
+        self.reasoning: ReasoningParser | None = ctx.reasoning_parser()
 
     # ------------------------------------------------------------------ validation
     def _mode(self, req: ChatCompletionRequest) -> tuple[str, str | None]:
@@ -161,7 +167,8 @@ class ChatServing:
             )
             for i in range(req.n)
         ]
-        shape = _Shape(rid, now(), req.model, mode, forced, top if req.logprobs else None)
+        reasoning = None if guided else self.reasoning
+        shape = _Shape(rid, now(), req.model, mode, forced, top if req.logprobs else None, reasoning)
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             continuous = bool(req.stream_options and req.stream_options.continuous_usage_stats)
@@ -191,17 +198,17 @@ class ChatServing:
     def _response(self, shape: _Shape, outcomes: list[Outcome], tokenizer: Any, prompt: str) -> dict[str, Any]:
         choices = []
         for index, outcome in enumerate(outcomes):
-            parsed = self._parse(shape, outcome.text)
+            parsed = parse_choice(outcome.text, shape.reasoning, lambda text: self._parse(shape, text))
             reason = shape.finish_reason(outcome.finish_reason, bool(parsed.tool_calls))
+            message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+            if self.reasoning is not None:
+                message["reasoning_content"] = parsed.reasoning
+            message["tool_calls"] = [c.as_dict() for c in parsed.tool_calls] or None
+            message["function_call"] = None
             choices.append(
                 {
                     "index": index,
-                    "message": {
-                        "role": "assistant",
-                        "content": parsed.content,
-                        "tool_calls": [c.as_dict() for c in parsed.tool_calls] or None,
-                        "function_call": None,
-                    },
+                    "message": message,
                     "logprobs": shape.logprobs(outcome.logprobs),
                     "finish_reason": reason,
                 }
@@ -251,8 +258,11 @@ class ChatServing:
         server = self.ctx.server
         limit = self.ctx.options.max_tool_call_parse_bytes
         n = len(calls)
-        parsers = [self._stream_parser(shape) for _ in range(n)]
-        seen = [0] * n
+        cap = limit if shape.mode == AUTO else None
+        parsers = [
+            ChoiceStream(shape.reasoning.stream() if shape.reasoning else None, self._stream_parser(shape), cap)
+            for _ in range(n)
+        ]
         reasons: list[str | None] = [None] * n
         done = [False] * n
         prompt_tokens: int | None = None
@@ -282,10 +292,9 @@ class ChatServing:
                 continue
             if step is None:  # this choice's stream ended
                 parser = parsers[index]
-                tail = parser.finish() if parser is not None else StreamDelta()
-                called = parser is not None and parser.called
+                tail = parser.finish()
                 done[index] = True
-                yield chunk(index, _delta_dict(tail, final=True), shape.finish_reason(reasons[index] or "stop", called))
+                yield chunk(index, _delta_dict(tail, final=True), shape.finish_reason(reasons[index] or "stop", parser.called))
                 continue
             if prompt_tokens is None and step.prompt_tokens is not None:
                 prompt_tokens = step.prompt_tokens
@@ -295,23 +304,18 @@ class ChatServing:
                 counted[index] = False
             if step.finish_reason:
                 reasons[index] = step.finish_reason
-            parser = parsers[index]
-            if parser is None:
-                delta = StreamDelta(content=step.text)
-            else:
-                if shape.mode == AUTO and seen[index] + len(step.text) > limit:
-                    log.warning(
-                        "Streaming tool-call parse buffer exceeded %d bytes (request %s); truncating response "
-                        "and cancelling backend inference.",
-                        limit,
-                        shape.id,
-                    )
-                    done[index] = True
-                    merged.cancel(index)
-                    yield chunk(index, {"content": ""}, "length")
-                    continue
-                seen[index] += len(step.text)
-                delta = parser.feed(step.text)
+            delta = parsers[index].feed(step.text)
+            if delta is None:
+                log.warning(
+                    "Streaming tool-call parse buffer exceeded %d bytes (request %s); truncating response "
+                    "and cancelling backend inference.",
+                    limit,
+                    shape.id,
+                )
+                done[index] = True
+                merged.cancel(index)
+                yield chunk(index, {"content": ""}, "length")
+                continue
             logprobs = shape.logprobs(step.logprobs)
             if delta or logprobs is not None:
                 yield chunk(index, _delta_dict(delta), None, logprobs)
@@ -328,24 +332,36 @@ class ChatServing:
 
 
 def _delta_dict(delta: StreamDelta, final: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if delta.reasoning:
+        out["reasoning_content"] = delta.reasoning
+    if delta.content or (final and not out and not delta.tool_calls):
+        out["content"] = delta.content
     if delta.tool_calls:
-        out: dict[str, Any] = {"tool_calls": [c.as_dict() for c in delta.tool_calls]}
-        if delta.content:
-            out["content"] = delta.content
-        return out
-    return {"content": delta.content} if delta.content or final else {}
+        out["tool_calls"] = [c.as_dict() for c in delta.tool_calls]
+    return out
 
 
 class _Shape:
     """Per-request facts every choice and chunk repeats."""
 
-    def __init__(self, id_: str, created: int, model: str, mode: str, forced: str | None, top: int | None) -> None:
+    def __init__(
+        self,
+        id_: str,
+        created: int,
+        model: str,
+        mode: str,
+        forced: str | None,
+        top: int | None,
+        reasoning: ReasoningParser | None,
+    ) -> None:
         self.id = id_
         self.created = created
         self.model = model
         self.mode = mode
         self.forced = forced
         self.top = top
+        self.reasoning = reasoning  # None under guided decoding
 
     def finish_reason(self, backend_reason: str, called: bool) -> str:
         if backend_reason == "length":

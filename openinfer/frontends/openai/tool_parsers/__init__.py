@@ -1,12 +1,22 @@
-"""Tool-call parsers by name (`--tool-call-parser`)."""
+"""Tool-call parsers by name (`--tool-call-parser`), as vLLM names them."""
 
 from __future__ import annotations
 
 from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolCallDelta, ToolParser
+from .deepseek_v3 import DeepSeekV3Parser
+from .hermes import HermesParser
 from .llama3 import Llama3Parser
 from .mistral import MistralParser
+from .pythonic import PythonicParser
 
-PARSERS: dict[str, type[ToolParser]] = {"llama3": Llama3Parser, "mistral": MistralParser}
+#: vLLM's names; llama3 and mistral first, as Triton lists them.
+PARSERS: dict[str, type[ToolParser]] = {
+    "llama3": Llama3Parser,
+    "mistral": MistralParser,
+    "hermes": HermesParser,
+    "pythonic": PythonicParser,
+    "deepseek_v3": DeepSeekV3Parser,
+}
 
 
 def get_parser(name: str) -> ToolParser:

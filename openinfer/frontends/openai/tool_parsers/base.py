@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import abc
+import json
 import secrets
 import string
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+#: The keys a `{"name": ..., <key>: {...}}` call object may carry its arguments under, in order.
+ARGUMENT_KEYS = ("arguments", "parameters")
 
 
 def openai_call_id() -> str:
@@ -30,12 +35,22 @@ class ToolCall:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+def call_from_object(obj: object, new_id: Callable[[], str], *, ascii_only: bool = False) -> ToolCall | None:
+    """A `{"name": f, "arguments"|"parameters": {...}}` object as a call; None when it is not one."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    args = next((obj[key] for key in ARGUMENT_KEYS if key in obj), {})
+    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=ascii_only)
+    return ToolCall(new_id(), obj["name"], arguments)
+
+
 @dataclass
 class ParsedOutput:
     """A whole output: text content (None when only calls were made) and the calls."""
 
     content: str | None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None  # set by the reasoning parser, never by a tool parser
 
 
 @dataclass
@@ -64,9 +79,10 @@ class ToolCallDelta:
 class StreamDelta:
     content: str = ""
     tool_calls: list[ToolCallDelta] = field(default_factory=list)
+    reasoning: str = ""  # set by the reasoning parser, never by a tool parser
 
     def __bool__(self) -> bool:
-        return bool(self.content or self.tool_calls)
+        return bool(self.content or self.tool_calls or self.reasoning)
 
 
 class StreamParser(abc.ABC):
@@ -98,3 +114,24 @@ class ToolParser(abc.ABC):
     @abc.abstractmethod
     def stream(self) -> StreamParser:
         """A parser for one streamed output."""
+
+
+def parse_streamed(stream: StreamParser, text: str) -> ParsedOutput:
+    """A whole output parsed by feeding it to a stream parser, so the two never disagree. Calls
+    whose arguments are not a JSON object (an output cut short) leave the text as content."""
+    delta = stream.feed(text)
+    tail = stream.finish()
+    content = delta.content + tail.content
+    calls: dict[int, ToolCall] = {}
+    for item in delta.tool_calls + tail.tool_calls:
+        call = calls.setdefault(item.index, ToolCall(item.id or "", item.name or "", ""))
+        call.arguments += item.arguments or ""
+    if not calls:
+        return ParsedOutput(text)
+    for call in calls.values():
+        try:
+            if not isinstance(json.loads(call.arguments), dict):
+                return ParsedOutput(text)
+        except ValueError:
+            return ParsedOutput(text)
+    return ParsedOutput(content.strip() or None, [calls[index] for index in sorted(calls)])

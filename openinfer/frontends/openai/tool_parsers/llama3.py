@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import json
 
-from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser, openai_call_id
+from .base import (
+    ParsedOutput,
+    StreamDelta,
+    StreamParser,
+    ToolCall,
+    ToolParser,
+    call_from_object,
+    openai_call_id,
+)
 from .scanner import MarkedCallStream
 
 BOT = "<|python_tag|>"
 
 
-def _decode_calls(text: str) -> list[dict] | None:
+def _decode_calls(text: str) -> list[ToolCall] | None:
     decoder = json.JSONDecoder()
     calls, pos = [], 0
     while True:
@@ -27,9 +35,10 @@ def _decode_calls(text: str) -> list[dict] | None:
             obj, pos = decoder.raw_decode(text, pos)
         except ValueError:
             return None
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        call = call_from_object(obj, openai_call_id, ascii_only=True)  # json.dumps' default, as Triton
+        if call is None:
             return None
-        calls.append(obj)
+        calls.append(call)
 
 
 class Llama3Parser(ToolParser):
@@ -41,14 +50,9 @@ class Llama3Parser(ToolParser):
             body = body[len(BOT) :]
         elif not body.startswith("{"):
             return ParsedOutput(text)
-        objects = _decode_calls(body)
-        if not objects:
+        calls = _decode_calls(body)
+        if not calls:
             return ParsedOutput(text)
-        calls = []
-        for obj in objects:
-            args = obj.get("parameters", obj.get("arguments", {}))
-            arguments = args if isinstance(args, str) else json.dumps(args)
-            calls.append(ToolCall(openai_call_id(), obj["name"], arguments))
         return ParsedOutput(None, calls)
 
     def stream(self) -> StreamParser:

@@ -10,7 +10,16 @@ from __future__ import annotations
 import json
 import re
 
-from .base import ParsedOutput, StreamDelta, StreamParser, ToolCall, ToolParser, mistral_call_id
+from ..markers import partial_tail
+from .base import (
+    ParsedOutput,
+    StreamDelta,
+    StreamParser,
+    ToolCall,
+    ToolParser,
+    call_from_object,
+    mistral_call_id,
+)
 from .scanner import MarkedCallStream
 
 BOT = "[TOOL_CALLS]"
@@ -24,11 +33,10 @@ def _calls_from(value: object) -> list[ToolCall] | None:
         return None
     calls = []
     for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        call = call_from_object(item, mistral_call_id)
+        if call is None:
             return None
-        args = item.get("arguments", item.get("parameters", {}))
-        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        calls.append(ToolCall(mistral_call_id(), item["name"], arguments))
+        calls.append(call)
     return calls
 
 
@@ -86,11 +94,7 @@ class MistralStream(MarkedCallStream):
                 return self._tool(held)
             self._mode = "text"
         # plain text: send everything but a tail that could be the start of `[TOOL_CALLS]`
-        keep = 0
-        for size in range(min(len(BOT) - 1, len(self._held)), 0, -1):
-            if BOT.startswith(self._held[-size:]):
-                keep = size
-                break
+        keep = partial_tail(self._held, BOT)
         out = self._held[: len(self._held) - keep]
         self._held = self._held[len(self._held) - keep :]
         return StreamDelta(content=out)

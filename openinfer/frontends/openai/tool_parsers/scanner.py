@@ -14,9 +14,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .base import StreamDelta, StreamParser, ToolCallDelta
+from .base import ARGUMENT_KEYS, StreamDelta, StreamParser, ToolCallDelta
 
-ARGUMENT_KEYS = ("arguments", "parameters")
 _SEPARATORS = " \t\r\n,;[]"
 
 
@@ -212,10 +211,10 @@ class CallStreamer:
                 state.args_done = True
             if fragment:
                 delta.tool_calls.append(ToolCallDelta(index, arguments=fragment))
-        return _coalesce(delta)
+        return coalesce(delta)
 
 
-def _coalesce(delta: StreamDelta) -> StreamDelta:
+def coalesce(delta: StreamDelta) -> StreamDelta:
     """Merge a call's header and its first fragment into one delta entry."""
     merged: list[ToolCallDelta] = []
     for item in delta.tool_calls:
