@@ -13,8 +13,8 @@ from typing import Any
 from ..errors import invalid
 from .protocol import (
     FunctionCallItem,
-    FunctionCallOutputItem,
     FunctionTool,
+    Item,
     MessageItem,
     ResponsesRequest,
     TextConfig,
@@ -36,9 +36,6 @@ _REFUSED: list[tuple[str, Callable[[ResponsesRequest], bool], str]] = [
     ("context_management", lambda r: r.context_management is not None, "'context_management' is not supported."),
     ("text", lambda r: r.text is not None and r.text.verbosity is not None, "'text.verbosity' is not supported."),
 ]
-
-Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
-
 
 def refuse_unsupported(req: ResponsesRequest) -> None:
     for field, asked, message in _REFUSED:

@@ -58,6 +58,8 @@ def _item_type(value: Any) -> str:
     return found or "message"
 
 
+Item = MessageItem | FunctionCallItem | FunctionCallOutputItem
+
 InputItem = Annotated[
     Annotated[MessageItem, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]

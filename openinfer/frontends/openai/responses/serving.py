@@ -16,9 +16,9 @@ from ..chat.serving import ChatServing
 from ..context import now
 from ..errors import invalid, not_found
 from ..protocol import parse_request
-from .conversion import Item, chat_body, input_items, refuse_unsupported
+from .conversion import chat_body, input_items, refuse_unsupported
 from .output import ResponseShape, item_id, output_items, status_of, usage
-from .protocol import InputItem, ResponsesRequest
+from .protocol import InputItem, Item, ResponsesRequest
 from .store import ResponseStore, StoredResponse
 from .streaming import response_events
 

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from .conversion import Item
+from .protocol import Item
 
 
 @dataclass(frozen=True)
