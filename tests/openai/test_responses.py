@@ -13,6 +13,7 @@ import urllib.request
 import openai
 import pytest
 
+from tests.hardening.oracle import wait_until
 from tests.openai.conftest import OpenAIServer, raw_post
 
 TEXT_EVENTS = [
@@ -173,6 +174,25 @@ def test_backend_failure_mid_stream_is_response_failed(llama3_server):
     assert failed.status == "failed" and "mock failure mid-stream" in failed.error.message
     assert failed.error.code == "server_error"
     assert [event.sequence_number for event in events] == list(range(len(events)))
+
+
+def _inference_counts(server) -> tuple[int, int]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v2/models/mock_llm/stats") as reply:
+        stats = json.loads(reply.read())["model_stats"][0]["inference_stats"]
+    return stats["success"]["count"], stats["fail"]["count"]
+
+
+def test_client_leaving_a_stream_cancels_the_generation(llama3_server):
+    """The mock would stream 150 tokens (3 s); closing the stream after a few events abandons it."""
+    succeeded, failed = _inference_counts(llama3_server)
+    client = llama3_server.client()
+    stream = client.responses.create(model="mock_llm", input="#long#", stream=True)
+    for event in stream:
+        if event.type == "response.output_text.delta":
+            break
+    stream.close()
+    after = wait_until(lambda: (counts := _inference_counts(llama3_server)) != (succeeded, failed) and counts)
+    assert after == (succeeded, failed + 1)  # recorded as abandoned, not completed
 
 
 # ------------------------------------------------------------------ stored responses, turns
