@@ -96,11 +96,33 @@ completion_requests = st.fixed_dictionaries(
               **sampling},
 )
 
+text_part = st.fixed_dictionaries({"type": st.sampled_from(["input_text", "output_text", "input_image"]) | leaf},
+                                  optional={"text": value})
+responses_item = st.fixed_dictionaries({}, optional={
+    "type": st.sampled_from(["message", "function_call", "function_call_output", "reasoning"]) | leaf,
+    "role": st.sampled_from(["user", "assistant", "developer", "system", "tool"]) | leaf,
+    "content": st.text(max_size=20) | st.lists(text_part, max_size=2) | value,
+    "call_id": value, "name": value, "arguments": value, "output": value,
+})
+responses_tool = st.fixed_dictionaries({"type": st.sampled_from(["function", "web_search"]) | leaf},
+                                       optional={"name": value, "parameters": value})
+responses_requests = st.fixed_dictionaries(
+    {"model": st.sampled_from(["mock_llm", "mock_embed", "nope"]) | leaf},
+    optional={
+        "input": st.text(max_size=20) | st.lists(responses_item, max_size=3) | value,
+        "instructions": value, "max_output_tokens": value, "temperature": value, "top_p": value,
+        "stream": st.booleans() | value, "store": value, "previous_response_id": value,
+        "tools": st.lists(responses_tool, max_size=2) | value, "tool_choice": value, "text": value,
+        "include": value, "background": value, "reasoning": value, "truncation": value, "metadata": value,
+    },
+)
+
 
 def _bounded(doc: dict) -> dict:
     # Keep generation itself short: the corpus is about the request, not a long answer.
-    if isinstance(doc.get("max_tokens"), int) and doc["max_tokens"] > 16:
-        doc["max_tokens"] = 16
+    for key in ("max_tokens", "max_output_tokens"):
+        if isinstance(doc.get(key), int) and doc[key] > 16:
+            doc[key] = 16
     return doc
 
 
@@ -116,6 +138,12 @@ def test_hostile_completion_requests(http, doc):
     check_openai_answer(http.post("/v1/completions", content=json.dumps(_bounded(doc))))
 
 
+@settings(max_examples=100)
+@given(doc=responses_requests)
+def test_hostile_responses_requests(http, doc):
+    check_openai_answer(http.post("/v1/responses", content=json.dumps(_bounded(doc))))
+
+
 @settings(max_examples=40)
 @given(doc=st.fixed_dictionaries({"model": st.sampled_from(["mock_embed", "mock_llm"]) | leaf},
                                  optional={"input": value, "encoding_format": value, "dimensions": value}))
@@ -124,7 +152,7 @@ def test_hostile_embedding_requests(http, doc):
 
 
 @settings(max_examples=40)
-@given(body=st.binary(max_size=300), path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/v1/embeddings"]))
+@given(body=st.binary(max_size=300), path=st.sampled_from(["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses"]))
 def test_arbitrary_bytes(http, body, path):
     check_openai_answer(http.post(path, content=body), allow_ok=False)
 

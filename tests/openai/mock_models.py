@@ -7,6 +7,8 @@ exact-text assertions through the OpenAI frontend.
   `#think:<name>#`    answer SCRIPTS[<name>] as a Qwen3 model does: without its `<think>` block
                       when the prompt already closed one (the template's `enable_thinking: false`)
   `#chars:<n>#`       stream the answer in pieces of n characters instead of words
+  `#relay#`           once the prompt holds a tool turn (a tool's result fed back), answer that
+                      result's text; until then the other directives apply (a tool round trip)
   `#params#`          answer the sampling parameters it received, as sorted JSON
   `#fail#`            stream two tokens, then fail the request
   `#slow#`            sleep 20 ms before each token
@@ -83,6 +85,7 @@ import triton_python_backend_utils as pb_utils
 
 SCRIPTS = __SCRIPTS__
 WORD = re.compile(r"\\s*\\S+|\\s+")
+TOOL_TURN = "<|start_header_id|>tool<|end_header_id|>"
 
 
 def fill(schema):
@@ -134,6 +137,8 @@ class TritonPythonModel:
             text = json.dumps(fill(params["guided_json"]))
         elif "#params#" in prompt:
             text = json.dumps(params, sort_keys=True)
+        elif "#relay#" in prompt and TOOL_TURN in prompt:
+            text = prompt.rsplit(TOOL_TURN, 1)[1].split("<|eot_id|>", 1)[0].strip()
         elif "#tool:" in prompt:
             text = SCRIPTS[prompt.split("#tool:", 1)[1].split("#", 1)[0]]
         elif "#think:" in prompt:

@@ -134,6 +134,14 @@ def test_restricted_groups(explicit_server):
     assert raw_post(base + "/chat/completions", chat, ADMIN)[0] == 401
     assert raw_post(base + "/chat/completions", chat, INFER)[0] == 200
     assert raw_post(base + "/completions", {"model": "mock_llm", "prompt": "#say:x#"}, INFER)[0] == 200
+    assert raw_post(base + "/responses", {"model": "mock_llm", "input": "#say:x#"})[0] == 401
+    status, _, raw = raw_post(base + "/responses", {"model": "mock_llm", "input": "#say:x#"}, INFER)
+    assert status == 200
+    stored = json.loads(raw)["id"]
+    assert request(explicit_server, "GET", f"/v1/responses/{stored}")[0] == 401
+    assert request(explicit_server, "GET", f"/v1/responses/{stored}", headers=INFER)[0] == 200
+    assert request(explicit_server, "DELETE", f"/v1/responses/{stored}")[0] == 401
+    assert request(explicit_server, "DELETE", f"/v1/responses/{stored}", headers=INFER)[0] == 200
     # embeddings fall under `inference` when no `embedding` group is configured
     assert raw_post(base + "/embeddings", {"model": "mock_embed", "input": "x"})[0] == 401
     assert explicit_server.status("/metrics") == 200 and explicit_server.status("/health/ready") == 200

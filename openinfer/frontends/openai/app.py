@@ -29,6 +29,8 @@ from .embedding.serving import EmbeddingServing
 from .errors import envelope, error_bytes, invalid, unavailable
 from .middleware import Access, BodySizeLimit, Cors
 from .models import ModelsServing
+from .responses.serving import ResponsesServing
+from .responses.store import ResponseStore
 from .sse import EventStream
 from .tokenize import TokenizeServing
 
@@ -76,6 +78,7 @@ def build_app(ctx: FrontendContext) -> Any:
     chat = ChatServing(ctx)
     completions = CompletionServing(ctx)
     embeddings = EmbeddingServing(ctx)
+    responses = ResponsesServing(chat, ResponseStore(ctx.options.responses_store_size))
     models = ModelsServing(ctx)
     tokens = TokenizeServing(ctx)
     metrics = metrics_app(ctx.server)
@@ -112,6 +115,19 @@ def build_app(ctx: FrontendContext) -> Any:
     @app.post("/v1/completions")
     async def text_completions(request: Request) -> Response:
         return _answer(await _until_disconnect(request, completions.create(await _body(request))))
+
+    @app.post("/v1/responses")
+    async def create_response(request: Request) -> Response:
+        result = await _until_disconnect(request, responses.create(await _body(request)))
+        return _json(result) if isinstance(result, dict) else EventStream(result, typed=True)
+
+    @app.get("/v1/responses/{response_id}")
+    async def get_response(response_id: str) -> Response:
+        return _json(responses.get(response_id))
+
+    @app.delete("/v1/responses/{response_id}")
+    async def delete_response(response_id: str) -> Response:
+        return _json(responses.delete(response_id))
 
     @app.post("/v1/embeddings")
     async def create_embeddings(request: Request) -> Response:

@@ -107,6 +107,9 @@ def _replay(messages: list[dict], receive: Callable) -> Callable:
 ROUTE_GROUPS: list[tuple[str, str, str]] = [
     ("POST", "/v1/chat/completions", "inference"),
     ("POST", "/v1/completions", "inference"),
+    ("POST", "/v1/responses", "inference"),
+    ("GET", "/v1/responses", "inference"),
+    ("DELETE", "/v1/responses", "inference"),
     ("POST", "/tokenize", "inference"),
     ("POST", "/detokenize", "inference"),
     ("POST", "/v1/embeddings", "embedding"),

@@ -16,6 +16,7 @@ from .reasoning import PARSERS as REASONING_PARSER_CLASSES
 from .tool_parsers import PARSERS as TOOL_PARSER_CLASSES
 
 DEFAULT_PARSE_BYTES = 128 * 1024
+DEFAULT_RESPONSES_STORED = 1000
 TOOL_PARSERS = tuple(TOOL_PARSER_CLASSES)
 REASONING_PARSERS = tuple(REASONING_PARSER_CLASSES)
 
@@ -45,6 +46,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="cap on streamed text the tool-call parser reads per request (then finish_reason 'length')")
     g.add_argument("--default-max-tokens", type=positive_int, default=None, metavar="N",
                    help="max_tokens when a request gives none (default: the model's generation_config, else its context)")
+    g.add_argument("--responses-store-size", type=positive_int, default=DEFAULT_RESPONSES_STORED, metavar="N",
+                   help="how many /v1/responses answers are kept for GET and previous_response_id (least recently used leave first)")
     g.add_argument("--openai-restricted-api", nargs="+", action="append", default=[], metavar="API[,API] KEY VALUE",
                    help=f"require header KEY: VALUE for these API groups ({', '.join(OPENAI_GROUPS)}); "
                    "three arguments, or one quoted string of three words")
@@ -91,6 +94,7 @@ class OpenAIOptions:
     reasoning_parser: str | None = None
     max_tool_call_parse_bytes: int = DEFAULT_PARSE_BYTES
     default_max_tokens: int | None = None
+    responses_store_size: int = DEFAULT_RESPONSES_STORED
     max_input_size: int = 64 * 1024 * 1024
     access: AccessPolicy = field(default_factory=AccessPolicy)
     api_keys: list[str] = field(default_factory=list)
@@ -119,6 +123,7 @@ class OpenAIOptions:
             reasoning_parser=args.reasoning_parser,
             max_tool_call_parse_bytes=args.max_tool_call_parse_bytes,
             default_max_tokens=args.default_max_tokens,
+            responses_store_size=args.responses_store_size,
             max_input_size=args.http_max_input_size,
             access=parse_restrictions(args.openai_restricted_api),
             api_keys=keys,

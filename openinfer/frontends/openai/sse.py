@@ -1,5 +1,8 @@
 """Server-sent events as OpenAI streams them: `data: <json>\\n\\n` ... `data: [DONE]\\n\\n`.
 
+The Responses API streams typed events instead: each one named by an `event: <type>` line, and
+the last one (`response.completed` and its kin) ends the stream, with no `[DONE]`.
+
 An error after the stream has started cannot change the status code any more, so it is sent as
 one `data: {"error": {...}}` event, followed by `[DONE]` like every other stream.
 
@@ -30,16 +33,18 @@ HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-cont
 STREAM_ERRORS = (OpenInferError, ValueError, RuntimeError, KeyError, TypeError)
 
 
-def event(payload: Any) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+def event(payload: Any, name: str | None = None) -> bytes:
+    head = b"event: " + name.encode() + b"\n" if name else b""
+    return head + b"data: " + orjson.dumps(payload) + b"\n\n"
 
 
 class EventStream(Response):
     """ASGI response: `chunks` as `data:` events, then `[DONE]` (a Starlette `Response` only so
-    that FastAPI passes it through)."""
+    that FastAPI passes it through). `typed`: each event named by its `type`, and no `[DONE]`."""
 
-    def __init__(self, chunks: AsyncIterator[dict[str, Any]]) -> None:  # no body: not Response's
+    def __init__(self, chunks: AsyncIterator[dict[str, Any]], *, typed: bool = False) -> None:  # no body: not Response's
         self.chunks = chunks
+        self.typed = typed
         self.background = None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
@@ -49,13 +54,14 @@ class EventStream(Response):
                 await send({"type": "http.response.start", "status": 200, "headers": HEADERS})
                 try:
                     async for chunk in chunks:
-                        await send({"type": "http.response.body", "body": event(chunk), "more_body": True})
+                        body = event(chunk, chunk["type"] if self.typed else None)
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
                 except STREAM_ERRORS as exc:
                     if not isinstance(exc, OpenInferError):
                         log.exception("error while streaming")
-                    body = event(error_payload(exc)[1])
+                    body = event(error_payload(exc)[1], "error" if self.typed else None)
                     await send({"type": "http.response.body", "body": body, "more_body": True})
             if not guard.left:
-                await send({"type": "http.response.body", "body": DONE, "more_body": False})
+                await send({"type": "http.response.body", "body": b"" if self.typed else DONE, "more_body": False})
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
