@@ -49,6 +49,21 @@ class FrontendContext:
             )
         return await self.tokenizers.get(path)
 
+    async def chat_renderer(self, info: ModelInfo) -> tuple[Any, str | None]:
+        """The tokenizer to render a conversation with (None when the model has none) and the
+        template that replaces the tokenizer's own: `--chat-template`, or, without a tokenizer,
+        the model's `chat_template.jinja`."""
+        tokenizer = await self.tokenizer(info, required=False)
+        if tokenizer is not None:
+            return tokenizer, self.chat_template
+        template = self.chat_template or info.chat_template
+        if template is None:
+            raise internal(
+                f"Unknown tokenizer: start the server with --tokenizer or --chat-template, or put the "
+                f"tokenizer files or a chat_template.jinja next to model '{info.name}' (see INTERFACE.md)"
+            )
+        return None, template
+
 
 def request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"

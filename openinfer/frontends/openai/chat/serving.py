@@ -113,7 +113,7 @@ class ChatServing:
         self._validate(req, resolved)
         mode, forced = self._mode(req)
         info = resolved.info
-        tokenizer = await self.ctx.tokenizer(info)
+        tokenizer, template = await self.ctx.chat_renderer(info)
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
         prompt = render_chat(
             tokenizer,
@@ -121,7 +121,7 @@ class ChatServing:
             tools=tools,
             add_generation_prompt=req.add_generation_prompt,
             continue_final_message=req.continue_final_message,
-            template=self.ctx.chat_template,
+            template=template,
             kwargs=req.chat_template_kwargs,
         )
         guided = guided_from_request(req)
