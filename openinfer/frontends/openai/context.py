@@ -83,3 +83,31 @@ def count_tokens(tokenizer: Any, text: str) -> int | None:
     if tokenizer is None:
         return None
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class CompletionTally:
+    """The completion tokens of a stream's choices: the model's own counts (`num_output_tokens`),
+    else, as for an answer that is not streamed, the tokenizer's count of each choice's text
+    (kept only for a model without that output)."""
+
+    def __init__(self, choices: int, info: ModelInfo, tokenizer: Any) -> None:
+        self.counts = [0] * choices
+        self.counted = [True] * choices
+        self.tokenizer = tokenizer
+        keep = tokenizer is not None and "num_output_tokens" not in info.outputs
+        self.texts: list[list[str]] | None = [[] for _ in range(choices)] if keep else None
+
+    def add(self, index: int, tokens: int | None, text: str) -> None:
+        if tokens is not None:
+            self.counts[index] += tokens
+        else:
+            self.counted[index] = False
+        if self.texts is not None:
+            self.texts[index].append(text)
+
+    def total(self) -> int | None:
+        if all(self.counted):
+            return sum(self.counts)
+        if self.texts is None:
+            return None
+        return sum(count_tokens(self.tokenizer, "".join(pieces)) or 0 for pieces in self.texts)

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalog import ResolvedModel
-from ..context import FrontendContext, count_tokens, now, request_id, usage
+from ..context import CompletionTally, FrontendContext, count_tokens, now, request_id, usage
 from ..engine import GenerateCall, Outcome, generate_all, merge
 from ..errors import invalid
 from ..logprobs import chat_logprobs
@@ -256,12 +256,11 @@ class ChatServing:
         reasons: list[str | None] = [None] * n
         done = [False] * n
         prompt_tokens: int | None = None
-        completion = [0] * n
-        counted = [True] * n
+        completion = CompletionTally(n, info, tokenizer)
 
         def usage_now() -> dict[str, int] | None:
             prompt_count = prompt_tokens if prompt_tokens is not None else count_tokens(tokenizer, prompt)
-            return usage(prompt_count, sum(completion) if all(counted) else None)
+            return usage(prompt_count, completion.total())
 
         def chunk(index: int, delta: dict[str, Any], reason: str | None = None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -289,10 +288,7 @@ class ChatServing:
                 continue
             if prompt_tokens is None and step.prompt_tokens is not None:
                 prompt_tokens = step.prompt_tokens
-            if step.completion_tokens is not None:
-                completion[index] += step.completion_tokens
-            else:
-                counted[index] = False
+            completion.add(index, step.completion_tokens, step.text)
             if step.finish_reason:
                 reasons[index] = step.finish_reason
             parser = parsers[index]
