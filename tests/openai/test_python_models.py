@@ -12,6 +12,8 @@ import re
 import openai
 import pytest
 
+from openinfer.core.errors import InvalidArgumentError
+from openinfer.frontends.openai.tokenizer import render_chat
 from tests.hardening.oracle import wait_until
 from tests.helpers import ROOT, write_model
 from tests.openai import mock_models
@@ -182,6 +184,15 @@ def test_closing_the_stream_cancels_the_model(python_server, events_dir, model, 
     assert _close_after_three_chunks(again) != rid
 
 
+def test_example_stops_when_its_stream_is_closed(python_server):
+    """echo_llm logs the cancellation it saw (through pb_utils.Logger, into the server's log)."""
+    prompt = " ".join(f"w{i}" for i in range(400))  # 20 s of words
+    stream = python_server.client().completions.create(model="echo_llm", prompt=prompt, stream=True)
+    rid = _close_after_three_chunks(stream)
+    seen = wait_until(lambda: re.search(rf"echo_llm: request '{rid}' cancelled after (\d+) words", python_server.log()))
+    assert 3 <= int(seen.group(1)) < 400
+
+
 @pytest.mark.parametrize("model", ["raising_llm", "raising_llm_in_process"])
 def test_a_model_that_raises_is_an_openai_error(python_server, model):
     client = python_server.client()
@@ -196,6 +207,15 @@ def test_a_model_that_raises_is_an_openai_error(python_server, model):
         list(client.chat.completions.create(model=model, messages=CHAT, stream=True))
     assert info.value.body["type"] == "internal_server_error"
     assert client.chat.completions.create(model="echo_llm", messages=CHAT).choices[0].finish_reason == "stop"
+
+
+def test_templates_without_a_tokenizer_render_and_report_errors():
+    conversation = [{"role": "user", "content": "hi"}]
+    options = {"tools": None, "add_generation_prompt": True, "continue_final_message": False, "kwargs": None}
+    template = (OPENAI_EXAMPLES / "echo_llm" / "chat_template.jinja").read_text()
+    assert render_chat(None, conversation, template=template, **options) == "<|user|> hi\n<|assistant|>"
+    with pytest.raises(InvalidArgumentError, match="chat template error: nope"):
+        render_chat(None, conversation, template="{{ raise_exception('nope') }}", **options)
 
 
 def test_chat_without_tokenizer_or_template_names_the_fix(python_server):
