@@ -6,6 +6,8 @@ closing a stream reaches the model's `request.is_cancelled()` in both execution 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 
@@ -229,3 +231,22 @@ def test_chat_without_tokenizer_or_template_names_the_fix(python_server):
     stream = python_server.client().completions.create(model="plain_llm", prompt="go", stream=True)
     assert _close_after_three_chunks(stream).startswith("cmpl-")
 
+
+
+def _python_blocks(path, heading: str) -> list[str]:
+    section = (ROOT / path).read_text().split(heading, 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def _run_snippet(code: str, server: OpenAIServer) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code.replace("http://localhost:9000/v1", server.base_url), {})  # noqa: S102 - our own docs
+    return out.getvalue()
+
+
+def test_the_documented_snippets_print_what_they_say(python_server):
+    (readme,) = _python_blocks("README.md", "## Triton Python models as OpenAI models")
+    assert _run_snippet(readme, python_server) == "<|user|> Hi there\n<|assistant|>\n"
+    (docs,) = _python_blocks("docs/llm.md", "## Triton Python models as OpenAI models")
+    assert _run_snippet(docs, python_server).splitlines() == ["'one'", "' two'", "' three'", "''"]
