@@ -14,8 +14,11 @@ import re
 import openai
 import pytest
 
-from openinfer.core.errors import InvalidArgumentError
-from openinfer.frontends.openai.tokenizer import render_chat
+from openinfer.core.errors import InternalError, InvalidArgumentError
+from openinfer.frontends.openai.catalog import ModelInfo
+from openinfer.frontends.openai.context import FrontendContext
+from openinfer.frontends.openai.options import OpenAIOptions
+from openinfer.frontends.openai.tokenizer import TokenizerCache, render_chat
 from tests.hardening.oracle import wait_until
 from tests.helpers import ROOT, write_model
 from tests.openai import mock_models
@@ -218,6 +221,20 @@ def test_templates_without_a_tokenizer_render_and_report_errors():
     assert render_chat(None, conversation, template=template, **options) == "<|user|> hi\n<|assistant|>"
     with pytest.raises(InvalidArgumentError, match="chat template error: nope"):
         render_chat(None, conversation, template="{{ raise_exception('nope') }}", **options)
+
+
+async def test_which_template_a_model_without_tokenizer_gets():
+    """`--chat-template` first, then the model's own chat_template.jinja; neither: the 500."""
+    fields = {"version": "1", "backend": "python", "kind": "generate", "created": 1, "inputs": {}, "outputs": set(),
+              "batched": False, "decoupled": True, "source_dir": None, "tokenizer_dir": None}
+    own = ModelInfo(name="own", chat_template="own template", **fields)
+    bare = ModelInfo(name="bare", **fields)
+    flagged = FrontendContext(None, OpenAIOptions(port=0), None, TokenizerCache(), "flag template")  # type: ignore[arg-type]
+    plain = FrontendContext(None, OpenAIOptions(port=0), None, TokenizerCache())  # type: ignore[arg-type]
+    assert await flagged.chat_renderer(own) == (None, "flag template")
+    assert await plain.chat_renderer(own) == (None, "own template")
+    with pytest.raises(InternalError, match="chat_template.jinja next to model 'bare'"):
+        await plain.chat_renderer(bare)
 
 
 def test_chat_without_tokenizer_or_template_names_the_fix(python_server):
