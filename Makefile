@@ -11,7 +11,7 @@ ENGINE ?= docker
 IMAGE ?= openinfer:latest
 EXTRAS ?= onnx
 
-.PHONY: install install-test flink-venv serve test conformance bench bench-flink docs image clean
+.PHONY: install install-test flink-venv serve serve-openai test conformance bench bench-flink docs image clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ flink-venv: $(FLINK_VENV)/.installed
 
 serve: install
 	$(BIN)/openinfer serve --model-repository $(REPO)
+
+# A Triton Python model served as an OpenAI model (examples/openai_repository/echo_llm): the
+# OpenAI API on :9000 beside the KServe ports; the `openai` extra brings the frontend.
+serve-openai: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[openai]'
+	$(BIN)/openinfer serve --model-repository examples/openai_repository --openai-port 9000
 
 test: install-test flink-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -18,7 +18,7 @@ from ...core.errors import OpenInferError
 from ...core.server import InferenceServer
 from .errors import invalid, model_not_found
 from .lora import adapter_names, split_name
-from .tokenizer import model_source_dir, model_tokenizer_dir
+from .tokenizer import model_chat_template, model_source_dir, model_tokenizer_dir
 
 log = logging.getLogger("openinfer.openai")
 
@@ -55,6 +55,8 @@ class ModelInfo:
     decoupled: bool
     source_dir: Path | None
     tokenizer_dir: Path | None
+    #: The model's own `chat_template.jinja`, for chat without a tokenizer.
+    chat_template: str | None = None
     loras: list[str] = field(default_factory=list)
     generation_defaults: dict[str, Any] = field(default_factory=dict)
     max_model_len: int | None = None
@@ -124,6 +126,7 @@ class ModelCatalog:
             decoupled=bool(model.decoupled),
             source_dir=source,
             tokenizer_dir=model_tokenizer_dir(ctx.version_dir, ctx.model_dir, parameters, source),
+            chat_template=model_chat_template(ctx.version_dir, ctx.model_dir),
             loras=adapter_names(ctx.version_dir) if kind == GENERATE else [],
             generation_defaults=defaults,
             max_model_len=int(max_len) if isinstance(max_len, int) else None,

@@ -53,6 +53,21 @@ class FrontendContext:
             )
         return await self.tokenizers.get(path)
 
+    async def chat_renderer(self, info: ModelInfo) -> tuple[Any, str | None]:
+        """The tokenizer to render a conversation with (None when the model has none) and the
+        template that replaces the tokenizer's own: `--chat-template`, or, without a tokenizer,
+        the model's `chat_template.jinja`."""
+        tokenizer = await self.tokenizer(info, required=False)
+        if tokenizer is not None:
+            return tokenizer, self.chat_template
+        template = self.chat_template or info.chat_template
+        if template is None:
+            raise internal(
+                f"Unknown tokenizer: start the server with --tokenizer or --chat-template, or put the "
+                f"tokenizer files or a chat_template.jinja next to model '{info.name}' (see INTERFACE.md)"
+            )
+        return None, template
+
 
 def request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
@@ -72,3 +87,31 @@ def count_tokens(tokenizer: Any, text: str) -> int | None:
     if tokenizer is None:
         return None
     return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+class CompletionTally:
+    """The completion tokens of a stream's choices: the model's own counts (`num_output_tokens`),
+    else, as for an answer that is not streamed, the tokenizer's count of each choice's text
+    (kept only for a model without that output)."""
+
+    def __init__(self, choices: int, info: ModelInfo, tokenizer: Any) -> None:
+        self.counts = [0] * choices
+        self.counted = [True] * choices
+        self.tokenizer = tokenizer
+        keep = tokenizer is not None and "num_output_tokens" not in info.outputs
+        self.texts: list[list[str]] | None = [[] for _ in range(choices)] if keep else None
+
+    def add(self, index: int, tokens: int | None, text: str) -> None:
+        if tokens is not None:
+            self.counts[index] += tokens
+        else:
+            self.counted[index] = False
+        if self.texts is not None:
+            self.texts[index].append(text)
+
+    def total(self) -> int | None:
+        if all(self.counted):
+            return sum(self.counts)
+        if self.texts is None:
+            return None
+        return sum(count_tokens(self.tokenizer, "".join(pieces)) or 0 for pieces in self.texts)

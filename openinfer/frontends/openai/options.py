@@ -36,7 +36,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--openai-port", type=int, default=None, metavar="PORT", help="serve the OpenAI API on this port (off when absent)")
     g.add_argument("--openai-address", default="0.0.0.0", metavar="ADDRESS", help="bind address of the OpenAI frontend")
     g.add_argument("--tokenizer", default=None, metavar="DIR", help="tokenizer directory for chat templates (default: the model's own)")
-    g.add_argument("--chat-template", default=None, metavar="FILE", help="a Jinja file that replaces the tokenizer's chat template")
+    g.add_argument("--chat-template", default=None, metavar="FILE", help="a Jinja file that replaces the tokenizer's chat template (and serves chat for models without one)")
     g.add_argument("--backend", choices=["vllm", "tensorrtllm"], default=None, help="force the request format of every model")
     g.add_argument("--lora-separator", default=None, metavar="SEP", help="serve LoRA adapters as <model><separator><adapter>")
     g.add_argument("--tool-call-parser", choices=TOOL_PARSERS, default=None, help="parse tool calls in model output")

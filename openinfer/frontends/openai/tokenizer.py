@@ -2,6 +2,9 @@
 
 A tokenizer is found from `--tokenizer`, or from the model's own directory (see INTERFACE.md);
 each is loaded once, in a worker thread, and shared by every model that names the same path.
+A model without a tokenizer (a Python model that tokenizes for itself) may still be chatted
+with: its `chat_template.jinja`, or `--chat-template`, is rendered by transformers' own template
+renderer, the one `apply_chat_template` calls.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from .errors import internal, invalid
 log = logging.getLogger("openinfer.openai")
 
 _TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+#: A chat template stored on its own, as transformers saves it next to a tokenizer.
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 
 def _has_tokenizer(path: Path) -> bool:
@@ -72,6 +77,18 @@ def model_tokenizer_dir(
     return source if source is not None and _has_tokenizer(source) else None
 
 
+def model_chat_template(version_dir: Path, model_dir: Path) -> str | None:
+    """The text of a `chat_template.jinja` in the version directory, else the model directory."""
+    for candidate in (version_dir, model_dir):
+        path = candidate / CHAT_TEMPLATE_FILE
+        if path.is_file():
+            try:
+                return path.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                log.warning("cannot read %s: %s", path, exc)
+    return None
+
+
 class TokenizerCache:
     """Loads each tokenizer path once; concurrent first uses wait for the same load."""
 
@@ -110,8 +127,17 @@ _TOKENIZING = frozenset(
 )
 
 
+def _render_without_tokenizer(conversation: list[dict[str, Any]], template: str, **options: Any) -> str:
+    """The adapter to transformers' own template renderer (a module of its `utils`, not a top-level
+    export: the tests that chat without a tokenizer catch a move), pinned below transformers 6."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    rendered, _ = render_jinja_template(conversations=[conversation], chat_template=template, **options)
+    return rendered[0]
+
+
 def render_chat(
-    tokenizer: Any,
+    tokenizer: Any | None,
     conversation: list[dict[str, Any]],
     *,
     tools: list[dict[str, Any]] | None,
@@ -122,7 +148,9 @@ def render_chat(
 ) -> str:
     """The prompt text for a conversation; template errors are the client's or the operator's.
     `kwargs` (the request's `chat_template_kwargs`, e.g. `enable_thinking`) become template
-    variables; they may not set the server's own arguments of `apply_chat_template`."""
+    variables; they may not set the server's own arguments of `apply_chat_template`. Without a
+    tokenizer, `template` is required (the tokenizer's special tokens are then unknown to the
+    template)."""
     options = {
         "tools": tools,
         "tokenize": False,
@@ -138,6 +166,9 @@ def render_chat(
             "chat_template_kwargs",
         )
     try:
+        if tokenizer is None:
+            del options["tokenize"], options["chat_template"]
+            return _render_without_tokenizer(conversation, template or "", **options, **(kwargs or {}))
         return tokenizer.apply_chat_template(conversation, **options, **(kwargs or {}))
     except Exception as exc:
         message = str(exc)

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalog import ResolvedModel
-from ..context import FrontendContext, count_tokens, now, request_id, usage
+from ..context import CompletionTally, FrontendContext, count_tokens, now, request_id, usage
 from ..engine import GenerateCall, Outcome, generate_all, merge
 from ..errors import invalid
 from ..logprobs import chat_logprobs
@@ -119,7 +119,7 @@ class ChatServing:
         self._validate(req, resolved)
         mode, forced = self._mode(req)
         info = resolved.info
-        tokenizer = await self.ctx.tokenizer(info)
+        tokenizer, template = await self.ctx.chat_renderer(info)
         tools = [t.model_dump(exclude_none=True) for t in req.tools] if req.tools else None
         prompt = render_chat(
             tokenizer,
@@ -127,7 +127,7 @@ class ChatServing:
             tools=tools,
             add_generation_prompt=req.add_generation_prompt,
             continue_final_message=req.continue_final_message,
-            template=self.ctx.chat_template,
+            template=template,
             kwargs=req.chat_template_kwargs,
         )
         guided = guided_from_request(req)
@@ -266,12 +266,11 @@ class ChatServing:
         reasons: list[str | None] = [None] * n
         done = [False] * n
         prompt_tokens: int | None = None
-        completion = [0] * n
-        counted = [True] * n
+        completion = CompletionTally(n, info, tokenizer)
 
         def usage_now() -> dict[str, int] | None:
             prompt_count = prompt_tokens if prompt_tokens is not None else count_tokens(tokenizer, prompt)
-            return usage(prompt_count, sum(completion) if all(counted) else None)
+            return usage(prompt_count, completion.total())
 
         def chunk(index: int, delta: dict[str, Any], reason: str | None = None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -298,10 +297,7 @@ class ChatServing:
                 continue
             if prompt_tokens is None and step.prompt_tokens is not None:
                 prompt_tokens = step.prompt_tokens
-            if step.completion_tokens is not None:
-                completion[index] += step.completion_tokens
-            else:
-                counted[index] = False
+            completion.add(index, step.completion_tokens, step.text)
             if step.finish_reason:
                 reasons[index] = step.finish_reason
             delta = parsers[index].feed(step.text)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ..catalog import ResolvedModel
-from ..context import FrontendContext, count_tokens, now, request_id, usage
+from ..context import CompletionTally, FrontendContext, count_tokens, now, request_id, usage
 from ..engine import GenerateCall, generate_all, merge
 from ..errors import invalid
 from ..logprobs import completion_logprobs
@@ -118,8 +118,7 @@ class CompletionServing:
         sent = [0] * n
         reasons: list[str | None] = [None] * n
         prompt_tokens: dict[int, int] = {}
-        completion = [0] * n
-        counted = [True] * n
+        completion = CompletionTally(n, resolved.info, tokenizer)
         continuous = bool(req.stream_options and req.stream_options.continuous_usage_stats)
         prompts_count = n // req.n
 
@@ -127,7 +126,7 @@ class CompletionServing:
             firsts = [prompt_tokens.get(i * req.n) for i in range(prompts_count)]
             prompts = [calls[i * req.n].prompt for i in range(prompts_count)]
             total = _prompt_total(firsts, prompts, tokenizer)
-            return usage(total, sum(completion) if all(counted) else None)
+            return usage(total, completion.total())
 
         def chunk(index: int, text: str, reason: str | None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -147,10 +146,7 @@ class CompletionServing:
                 continue
             if step.prompt_tokens is not None:
                 prompt_tokens.setdefault(index, step.prompt_tokens)
-            if step.completion_tokens is not None:
-                completion[index] += step.completion_tokens
-            else:
-                counted[index] = False
+            completion.add(index, step.completion_tokens, step.text)
             if step.finish_reason:
                 reasons[index] = step.finish_reason
             logprobs = None
