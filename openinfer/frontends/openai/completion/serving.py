@@ -97,12 +97,13 @@ class CompletionServing:
         prompt_total = _prompt_total(
             [outcomes[i * req.n].prompt_tokens for i in range(len(prompts))], prompts, tokenizer
         )
+        cached = _cached_total([outcomes[i * req.n].cached_tokens for i in range(len(prompts))])
         completion = None
         if all(o.completion_tokens is not None for o in outcomes):
             completion = sum(o.completion_tokens or 0 for o in outcomes)
         elif tokenizer is not None:
             completion = sum(count_tokens(tokenizer, o.text) or 0 for o in outcomes)
-        return {**base, "choices": choices, "usage": usage(prompt_total, completion)}
+        return {**base, "choices": choices, "usage": usage(prompt_total, completion, cached)}
 
     async def _stream(
         self,
@@ -118,16 +119,18 @@ class CompletionServing:
         sent = [0] * n
         reasons: list[str | None] = [None] * n
         prompt_tokens: dict[int, int] = {}
+        cached_tokens: dict[int, int] = {}
         completion = [0] * n
         counted = [True] * n
         continuous = bool(req.stream_options and req.stream_options.continuous_usage_stats)
         prompts_count = n // req.n
 
-        def usage_now() -> dict[str, int] | None:
+        def usage_now() -> dict[str, Any] | None:
             firsts = [prompt_tokens.get(i * req.n) for i in range(prompts_count)]
             prompts = [calls[i * req.n].prompt for i in range(prompts_count)]
             total = _prompt_total(firsts, prompts, tokenizer)
-            return usage(total, sum(completion) if all(counted) else None)
+            cached = _cached_total([cached_tokens.get(i * req.n) for i in range(prompts_count)])
+            return usage(total, sum(completion) if all(counted) else None, cached)
 
         def chunk(index: int, text: str, reason: str | None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -147,6 +150,8 @@ class CompletionServing:
                 continue
             if step.prompt_tokens is not None:
                 prompt_tokens.setdefault(index, step.prompt_tokens)
+            if step.cached_tokens is not None:
+                cached_tokens.setdefault(index, step.cached_tokens)
             if step.completion_tokens is not None:
                 completion[index] += step.completion_tokens
             else:
@@ -172,3 +177,8 @@ def _prompt_total(counts: list[int | None], prompts: list[str], tokenizer: Any) 
             return None
         total += count
     return total
+
+
+def _cached_total(counts: list[int | None]) -> int | None:
+    """Cached prompt tokens over the prompts, when the model reported them for each."""
+    return None if any(count is None for count in counts) else sum(counts)  # type: ignore[misc]
