@@ -2,10 +2,10 @@
 
 One thread runs the loop below for a model instance. Every iteration it
   1. ends the requests whose caller went away (`request.state.cancelled`),
-  2. admits waiting requests while there is room (`max_num_seqs`) and the step's prefill stays
-     within its token budget (`max_num_batched_tokens`): tokenise, look their openings up in the
-     prefix cache, prefill them together in one forward pass (prefill.py says how), sample
-     their first tokens, send them, and join the running batch,
+  2. admits waiting requests while there is room (`max_num_seqs`): tokenise, look their
+     openings up in the prefix cache, prefill them together, a token budget's worth per forward
+     pass (`max_num_batched_tokens`; prefill.py says how and why), sample their first tokens,
+     send them as soon as their pass ends, and join the running batch,
   3. runs ONE decode step for every running sequence together (one forward pass, each row
      with its own position, LoRA adapter and sampling parameters),
   4. sends what is new: a delta per streaming request, the whole text when one finishes.
@@ -13,8 +13,8 @@ One thread runs the loop below for a model instance. Every iteration it
      deltas stay in their sequences and leave merged with the next ones (fewer, larger
      responses for a consumer that lags, as vLLM does).
 So a request arriving mid-generation waits at most one step to join, and a finished one
-leaves at once; the batch grows and shrinks with the load. A burst of requests gets its first
-tokens after one batched prefill, not after one prefill per request.
+leaves at once; the batch grows and shrinks with the load. A burst of short requests gets its
+first tokens after one batched prefill, not after one prefill per request.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ from .sampling import SamplingParams
 log = logging.getLogger("openinfer.llm")
 
 BASE_ADAPTER = "__base__"  # peft's name for "no adapter" in a mixed batch
-#: Default prefill budget: rows x longest new part of one batched prefill (the first prompt of a
-#: step goes alone however long). A larger prefill would hold up the running batch's next token.
-MAX_NUM_BATCHED_TOKENS = 2048
+#: Default budget of one prefill pass: rows x longest new part (a prompt longer than that goes
+#: alone). Small, because on a CPU a pass of more tokens saves little and delays its first row.
+MAX_NUM_BATCHED_TOKENS = 512
 
 
 @dataclass(eq=False)
@@ -159,20 +159,19 @@ class GenerationEngine(EngineThread):
 
     # ----------------------------------------------------------------- admission
     def _admit(self, outbox: Outbox) -> None:
-        """Prefill the waiting requests that fit, together; their first tokens leave at once."""
-        batch = self._plan(outbox)
-        if not batch:
-            return
-        own = Outbox()
-        try:
-            self._prefill(batch, own)
-        except OpenInferError as exc:
-            own.failures.extend((group.sender, exc) for group, _ in batch)
-        except Exception as exc:
-            log.exception("prefill of model '%s' failed", self.name)
-            error = InternalError(f"model '{self.name}' failed: {exc}")
-            own.failures.extend((group.sender, error) for group, _ in batch)
-        self.flush(own)
+        """Prefill the waiting requests while there is room, a budget's worth per forward pass;
+        each pass's first tokens leave as soon as it ends (prefill.py says why)."""
+        while batch := self._plan(outbox):
+            own = Outbox()
+            try:
+                self._prefill(batch, own)
+            except OpenInferError as exc:
+                own.failures.extend((group.sender, exc) for group, _ in batch)
+            except Exception as exc:
+                log.exception("prefill of model '%s' failed", self.name)
+                error = InternalError(f"model '{self.name}' failed: {exc}")
+                own.failures.extend((group.sender, error) for group, _ in batch)
+            self.flush(own)
 
     def _plan(self, outbox: Outbox) -> list[tuple[Group, prefill.PrefillRow]]:
         """The waiting requests, in order of arrival, that this step prefills: while there is
