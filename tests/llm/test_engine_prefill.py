@@ -166,7 +166,6 @@ async def test_a_shared_prefix_is_reused_with_the_same_tokens(lm):
     for index in (1, 2):  # the system prompt's whole blocks, maybe one more if the texts agree
         assert shared <= reuse.cached[index] < len(lm.tokenizer(prompts[index])["input_ids"])
         assert reuse.cached[index] % BLOCK_TOKENS == 0
-    assert cache.hit_tokens == reuse.cached[1] + reuse.cached[2]
 
 
 async def test_a_repeated_prompt_prefills_only_its_last_block_and_mixes_with_misses(lm):
@@ -216,4 +215,3 @@ def test_prefix_cache_evicts_least_recent_prefixes_from_their_end():
     assert len(hit) == 2 and float(hit[0].states[0][0][0, 0, 0]) == 2.0
     cache.store(block_names("base", list(range(2000, 2000 + BLOCK_TOKENS))), states(BLOCK_TOKENS, 3.0))
     assert len(cache.match(names_a, len(a) + 1)) == 1  # a, least recent, lost its end again
-    assert cache.hit_tokens == (2 + 3 + 2 + 1) * BLOCK_TOKENS

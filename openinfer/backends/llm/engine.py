@@ -193,7 +193,8 @@ class GenerationEngine(EngineThread):
                     continue
             blocks = self._cached_blocks(group)
             row = prefill.PrefillRow(group.prompt_ids, group.adapter, cached=len(blocks) * BLOCK_TOKENS)
-            if batch and prefill.padded_tokens([*(r for _, r in batch), row]) > self.max_num_batched_tokens:
+            padded = prefill.padded_tokens([*(r for _, r in batch), row])
+            if batch and padded > self.max_num_batched_tokens:
                 break
             self._waiting.pop(0)
             row.prefix = joined(blocks) if blocks else None
@@ -277,8 +278,8 @@ class GenerationEngine(EngineThread):
                 raise InternalError(f"model '{self.name}': cannot join a running batch")
         if self.prefix_cache is not None and self._joinable:
             for i, (group, _) in enumerate(batch):
-                group.block_names = group.block_names or block_names(group.adapter, group.prompt_ids)
-                self.prefix_cache.store(group.block_names, prompt_states(cache, i, len(group.prompt_ids)))
+                names = group.block_names or block_names(group.adapter, group.prompt_ids)
+                self.prefix_cache.store(names, prompt_states(cache, i, len(group.prompt_ids)))
         sequences = [seq for group, _ in batch for seq in group.sequences]
         row_of = [i for i, (group, _) in enumerate(batch) for _ in group.sequences]
         for seq in sequences:

@@ -1,4 +1,4 @@
-"""Batched prefill: the prompts admitted in one engine step go through the model in one forward pass.
+"""Batched prefill: the prompts admitted together go through the model in one forward pass.
 
 Why padded batches and not chunked prefill: the running batch keeps its keys and values in one
 transformers `DynamicCache` whose rows are left padded to a common length (kv_cache.py), and a
@@ -62,7 +62,9 @@ def padded_tokens(rows: list[PrefillRow]) -> int:
     return len(rows) * max(row.new_tokens for row in rows) if rows else 0
 
 
-def run(forward: Forward, rows: list[PrefillRow], **model_kwargs: Any) -> tuple[torch.Tensor, Any, torch.Tensor | None]:
+def run(
+    forward: Forward, rows: list[PrefillRow], **model_kwargs: Any
+) -> tuple[torch.Tensor, Any, torch.Tensor | None]:
     """Each row's logits for its next token, and the batch's cache and mask in the running
     batch's layout (mask None when no row is padded)."""
     from transformers import DynamicCache
@@ -76,7 +78,8 @@ def run(forward: Forward, rows: list[PrefillRow], **model_kwargs: Any) -> tuple[
             cache.update(*layer, index)
     input_ids = torch.zeros(count, longest_new, dtype=torch.long)
     for i, row in enumerate(rows):
-        input_ids[i, longest_new - row.new_tokens :] = torch.tensor(row.ids[row.cached :], dtype=torch.long)
+        new = torch.tensor(row.ids[row.cached :], dtype=torch.long)
+        input_ids[i, longest_new - row.new_tokens :] = new
     uniform = all(row.cached == longest_prefix and row.new_tokens == longest_new for row in rows)
     mask = None
     if not uniform:  # else the model's own positions (cache length onwards) and no mask are right
@@ -103,7 +106,9 @@ def _prefix_layers(rows: list[PrefillRow], width: int) -> list[tuple[torch.Tenso
     return layers
 
 
-def _mask_and_positions(rows: list[PrefillRow], width: int, longest_new: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _mask_and_positions(
+    rows: list[PrefillRow], width: int, longest_new: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     mask = torch.zeros(len(rows), width + longest_new, dtype=torch.long)
     positions = torch.zeros(len(rows), longest_new, dtype=torch.long)
     for i, row in enumerate(rows):

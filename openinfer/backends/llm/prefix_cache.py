@@ -46,7 +46,8 @@ def block_names(adapter: str, ids: Sequence[int]) -> list[bytes]:
     names = []
     tokens = np.asarray(ids, dtype=np.int64)
     for end in range(BLOCK_TOKENS, len(ids) + 1, BLOCK_TOKENS):
-        name = hashlib.blake2b(name + tokens[end - BLOCK_TOKENS : end].tobytes(), digest_size=16).digest()
+        block = tokens[end - BLOCK_TOKENS : end].tobytes()
+        name = hashlib.blake2b(name + block, digest_size=16).digest()
         names.append(name)
     return names
 
@@ -63,7 +64,8 @@ def joined(blocks: list[Block]) -> LayerStates:
 def prompt_states(cache: Any, row: int, length: int) -> LayerStates:
     """Row `row`'s last `length` columns of a batch cache: after a prefill (kv_cache.settle),
     that row's prompt in order."""
-    return [(layer.keys[row, :, -length:], layer.values[row, :, -length:]) for layer in cache.layers]
+    return [(layer.keys[row, :, -length:], layer.values[row, :, -length:])
+            for layer in cache.layers]
 
 
 class PrefixCache:
@@ -71,8 +73,6 @@ class PrefixCache:
         self.capacity_bytes = max(0, capacity_bytes)
         self._blocks: OrderedDict[bytes, Block] = OrderedDict()
         self.nbytes = 0
-        self.queried_tokens = 0  # prompt tokens looked up, and of those found: the hit rate
-        self.hit_tokens = 0
 
     def __len__(self) -> int:
         return len(self._blocks)
@@ -88,8 +88,6 @@ class PrefixCache:
                 break
             found.append(block)
         self._touch(usable[: len(found)])
-        self.queried_tokens += prompt_tokens
-        self.hit_tokens += len(found) * BLOCK_TOKENS
         return found
 
     def store(self, names: list[bytes], states: LayerStates) -> None:
@@ -100,9 +98,8 @@ class PrefixCache:
             if name in self._blocks:
                 continue
             start = index * size
-            block_states = [
-                (k[:, start : start + size].clone(), v[:, start : start + size].clone()) for k, v in states
-            ]
+            block_states = [(k[:, start : start + size].clone(), v[:, start : start + size].clone())
+                            for k, v in states]
             nbytes = sum(k.nbytes + v.nbytes for k, v in block_states)
             if nbytes > self.capacity_bytes:
                 return
