@@ -41,3 +41,12 @@ def test_openai_table(openai_echo: str, capsys: pytest.CaptureFixture[str]) -> N
                  "--request-count", "10", "--output-tokens-mean", "4", "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "Time to first token (ms)" in text and "Request throughput (per sec)" in text
+
+
+def test_openai_prefix_prompts_open_every_prompt(tmp_path: Path, openai_echo: str) -> None:
+    out = tmp_path / "r.json"
+    assert main(["openai", "-m", "echo", "--url", openai_echo, "--endpoint-type", "completions",
+                 "--synthetic-input-tokens-mean", "40", "--num-prefix-prompts", "2",
+                 "--prefix-prompt-length", "20", "--request-count", "10", "--json", str(out),
+                 "--no-progress"]) == 0
+    assert orjson.loads(out.read_bytes())["metrics"]["input_sequence_length"]["avg"] == 60

@@ -240,8 +240,25 @@ def test_kv_cache_has_a_mask_only_while_rows_are_padded():
     assert padded.tolist() == [[1] * 5, [0, 0, 1, 1, 1]]
     cache, mask = kv_cache.select(cache, padded, [1])
     assert mask is None and cache.layers[0].keys.shape[2] == 3  # padding trimmed away with the mask
-    cache, mask = kv_cache.repeat(cache, mask, 3)
+    cache, mask = kv_cache.select(cache, mask, [0, 0, 0])  # n > 1: copies of one prefill
     assert mask is None and cache.layers[0].keys.shape[0] == 3
+
+
+def test_kv_cache_settles_a_padded_prefill_into_left_padding():
+    import torch
+
+    from openinfer.backends.llm import kv_cache
+
+    cache = _cache(2, 5, 1.0)
+    cache.layers[0].keys[1] = torch.arange(5.0)[None, :, None]  # row 1: a gap at columns 2-3
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 0, 0, 1]])
+    cache, mask = kv_cache.settle(cache, mask)
+    assert mask is None  # both rows end with their 3 columns; the padding columns are dropped
+    assert cache.layers[0].keys[1, 0, :, 0].tolist() == [0.0, 1.0, 4.0]  # in their order
+    cache = _cache(2, 5, 1.0)
+    cache, mask = kv_cache.settle(cache, torch.tensor([[0, 1, 1, 1, 1], [1, 0, 0, 1, 1]]))
+    assert mask.tolist() == [[1, 1, 1, 1], [0, 1, 1, 1]]
+    assert cache.layers[0].values[1, 0, :, 0].tolist() == [0.0, 1.0, 1.0, 1.0]  # padding zeroed
 
 
 def test_fast_detokenizer_decodes_like_the_tokenizer():

@@ -2,8 +2,10 @@
 
 One thread runs the loop below for a model instance. Every iteration it
   1. ends the requests whose caller went away (`request.state.cancelled`),
-  2. admits waiting requests while there is room (`max_num_seqs`): tokenise, prefill alone
-     (no padding inside a prefill), sample the first token, and join the running batch,
+  2. admits waiting requests while there is room (`max_num_seqs`): tokenise, look their
+     openings up in the prefix cache, prefill them together, a token budget's worth per forward
+     pass (`max_num_batched_tokens`; prefill.py says how and why), sample their first tokens,
+     send them as soon as their pass ends, and join the running batch,
   3. runs ONE decode step for every running sequence together (one forward pass, each row
      with its own position, LoRA adapter and sampling parameters),
   4. sends what is new: a delta per streaming request, the whole text when one finishes.
@@ -11,7 +13,8 @@ One thread runs the loop below for a model instance. Every iteration it
      deltas stay in their sequences and leave merged with the next ones (fewer, larger
      responses for a consumer that lags, as vLLM does).
 So a request arriving mid-generation waits at most one step to join, and a finished one
-leaves at once; the batch grows and shrinks with the load.
+leaves at once; the batch grows and shrinks with the load. A burst of short requests gets its
+first tokens after one batched prefill, not after one prefill per request.
 """
 
 from __future__ import annotations
@@ -29,18 +32,22 @@ from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
 from ...core.responses import ResponseSender
 from ...core.stats import ExecutionTiming, ModelStats
 from ...core.types import InferResponse
-from . import kv_cache
+from . import kv_cache, prefill
 from .detokenizer import IncrementalDetokenizer, find_stop
 from .engine_thread import EngineThread, Outbox
 from .guided import GuidedFactory, GuidedMatcher
 from .hf_model import HFModel
-from .interface import GenerateInputs, generation_outputs
+from .interface import GenerateInputs, generation_outputs, generation_parameters
+from .prefix_cache import BLOCK_TOKENS, Block, PrefixCache, block_names, joined, prompt_states
 from .sampler import Choice, logprob_entry, sample
 from .sampling import SamplingParams
 
 log = logging.getLogger("openinfer.llm")
 
 BASE_ADAPTER = "__base__"  # peft's name for "no adapter" in a mixed batch
+#: Default budget of one prefill pass: rows x longest new part (a prompt longer than that goes
+#: alone). Small, because on a CPU a pass of more tokens saves little and delays its first row.
+MAX_NUM_BATCHED_TOKENS = 512
 
 
 @dataclass(eq=False)
@@ -90,6 +97,8 @@ class Group:
     adapter: str = BASE_ADAPTER
     prompt_ids: list[int] = field(default_factory=list)
     sequences: list[Sequence] = field(default_factory=list)
+    block_names: list[bytes] = field(default_factory=list)  # prefix-cache names of the prompt
+    cached_tokens: int | None = None  # prompt tokens that came from the prefix cache
 
     @property
     def finished(self) -> bool:
@@ -105,16 +114,23 @@ class GenerationEngine(EngineThread):
         stats: ModelStats | None,
         *,
         max_num_seqs: int = 16,
+        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
+        prefix_cache: PrefixCache | None = None,
     ) -> None:
         super().__init__(name, loop, stats)
         self.lm = lm
         self.max_num_seqs = max(1, max_num_seqs)
+        self.max_num_batched_tokens = max(1, max_num_batched_tokens)
+        self.prefix_cache = prefix_cache
         self._guided: GuidedFactory | None = None
         self._waiting: list[Group] = []
         self._rows: list[Sequence] = []  # running sequences, in cache row order
         self._cache: Any = None
         self._mask: torch.Tensor | None = None  # None: no row is padded (kv_cache)
-        self._continuous = True  # False once a model's cache turns out not to be joinable
+        # Whether this model's caches can be joined (kv_cache.mergeable), known from the warm-up
+        # or learnt from the first prefill. Until then and when not: one request at a time,
+        # without the prefix cache.
+        self._joinable: bool | None = lm.joinable_cache
         self.largest_batch = 0
 
     def busy(self) -> bool:
@@ -142,27 +158,58 @@ class GenerationEngine(EngineThread):
             self._compact()
 
     # ----------------------------------------------------------------- admission
-    def _room(self, group: Group) -> bool:
-        if not self._rows:
-            return True
-        if not self._continuous:
-            return False
-        return len(self._rows) + group.params.n <= self.max_num_seqs
-
     def _admit(self, outbox: Outbox) -> None:
-        """Prefill waiting requests while there is room; each one's first token leaves at once
-        (not after the other prefills), which keeps the time to first token short under load."""
-        while self._waiting and self._room(self._waiting[0]):
-            group = self._waiting.pop(0)
+        """Prefill the waiting requests while there is room, a budget's worth per forward pass;
+        each pass's first tokens leave as soon as it ends (prefill.py says why)."""
+        while batch := self._plan(outbox):
             own = Outbox()
             try:
-                self._prefill(group, own)
+                self._prefill(batch, own)
             except OpenInferError as exc:
-                own.failures.append((group.sender, exc))
+                own.failures.extend((group.sender, exc) for group, _ in batch)
             except Exception as exc:
                 log.exception("prefill of model '%s' failed", self.name)
-                own.failures.append((group.sender, InternalError(f"model '{self.name}' failed: {exc}")))
+                error = InternalError(f"model '{self.name}' failed: {exc}")
+                own.failures.extend((group.sender, error) for group, _ in batch)
             self.flush(own)
+
+    def _plan(self, outbox: Outbox) -> list[tuple[Group, prefill.PrefillRow]]:
+        """The waiting requests, in order of arrival, that this step prefills: while there is
+        room for their sequences and the padded prefill stays within the token budget."""
+        batch: list[tuple[Group, prefill.PrefillRow]] = []
+        seqs = len(self._rows)
+        while self._waiting:
+            group = self._waiting[0]
+            if seqs and (self._joinable is False or seqs + group.params.n > self.max_num_seqs):
+                break
+            if batch and not self._joinable:
+                break
+            if not group.prompt_ids:
+                try:
+                    self._prepare(group)
+                except OpenInferError as exc:
+                    self._waiting.pop(0)
+                    outbox.failures.append((group.sender, exc))
+                    continue
+            blocks = self._cached_blocks(group)
+            row = prefill.PrefillRow(group.prompt_ids, group.adapter, cached=len(blocks) * BLOCK_TOKENS)
+            padded = prefill.padded_tokens([*(r for _, r in batch), row])
+            if batch and padded > self.max_num_batched_tokens:
+                break
+            self._waiting.pop(0)
+            row.prefix = joined(blocks) if blocks else None
+            group.cached_tokens = row.cached
+            batch.append((group, row))
+            seqs += group.params.n
+        return batch
+
+    def _cached_blocks(self, group: Group) -> list[Block]:
+        cache = self.prefix_cache
+        if cache is None or not self._joinable:
+            return []
+        if not group.block_names:
+            group.block_names = block_names(group.adapter, group.prompt_ids)
+        return cache.match(group.block_names, len(group.prompt_ids))
 
     def _prepare(self, group: Group) -> None:
         lm, params = self.lm, group.params
@@ -220,38 +267,34 @@ class GenerationEngine(EngineThread):
             kwargs["adapter_names"] = adapters
         return lm.model(input_ids=input_ids, use_cache=True, **kwargs)
 
-    def _prefill(self, group: Group, outbox: Outbox) -> None:
-        from transformers import DynamicCache
-
+    def _prefill(self, batch: list[tuple[Group, prefill.PrefillRow]], outbox: Outbox) -> None:
         start = time.perf_counter_ns()
-        self._prepare(group)
-        n = group.params.n
-        ids = torch.tensor([group.prompt_ids], dtype=torch.long)
-        cache = DynamicCache()
         extra = {"logits_to_keep": 1} if self.lm.logits_to_keep else {}
-        infer_start = time.perf_counter_ns()
-        out = self._forward(ids, cache, [group.adapter], **extra)
+        logits, cache, mask = prefill.run(self._forward, [row for _, row in batch], **extra)
         infer_end = time.perf_counter_ns()
-        cache = getattr(out, "past_key_values", None) or cache
-        logits = out.logits[:, -1, :].expand(n, -1)
-        cache, mask = kv_cache.repeat(cache, None, n)
-        sequences = group.sequences
-        for seq in sequences:
-            seq.position = ids.shape[1]
-        self._accept(sequences, sample(logits, sequences, self.lm.eos_ids))
-        self._respond(group, outbox)
-        alive = [i for i, seq in enumerate(sequences) if not seq.finished]
-        if alive:
-            if len(alive) < n:
-                cache, mask = kv_cache.select(cache, mask, alive)
-            if self._rows and not kv_cache.mergeable(cache):
+        if self._joinable is None:
+            self._joinable = kv_cache.mergeable(cache)
+            if not self._joinable and self._rows:
                 raise InternalError(f"model '{self.name}': cannot join a running batch")
-            if not kv_cache.mergeable(cache):
-                self._continuous = False  # sliding-window/recurrent caches: one request at a time
+        if self.prefix_cache is not None and self._joinable:
+            for i, (group, _) in enumerate(batch):
+                names = group.block_names or block_names(group.adapter, group.prompt_ids)
+                self.prefix_cache.store(names, prompt_states(cache, i, len(group.prompt_ids)))
+        sequences = [seq for group, _ in batch for seq in group.sequences]
+        row_of = [i for i, (group, _) in enumerate(batch) for _ in group.sequences]
+        for seq in sequences:
+            seq.position = len(seq.prompt_ids)
+        self._accept(sequences, sample(logits[row_of], sequences, self.lm.eos_ids))
+        for group, _ in batch:
+            self._respond(group, outbox)
+        alive = [row_of[i] for i, seq in enumerate(sequences) if not seq.finished]
+        if alive:
+            if alive != list(range(len(batch))):  # n > 1 copies, or rows already finished
+                cache, mask = kv_cache.select(cache, mask, alive)
             self._cache, self._mask = kv_cache.merge(self._cache, self._mask, cache, mask)
-            self._rows.extend(sequences[i] for i in alive)
+            self._rows.extend(seq for seq in sequences if not seq.finished)
         outbox.executions.append(
-            (1, ExecutionTiming(infer_start - start, infer_end - infer_start, time.perf_counter_ns() - infer_end))
+            (len(batch), ExecutionTiming(0, infer_end - start, time.perf_counter_ns() - infer_end))
         )
 
     # -------------------------------------------------------------------- decode
@@ -289,7 +332,6 @@ class GenerationEngine(EngineThread):
         self._rows = [self._rows[i] for i in keep]
         if not keep:
             self._cache, self._mask = None, None
-            self._continuous = True
             return
         self._cache, self._mask = kv_cache.select(self._cache, self._mask, keep)
 
@@ -353,7 +395,10 @@ class GenerationEngine(EngineThread):
             logprobs=logprobs if group.params.logprobs is not None or inputs.returns.logprobs else None,
             cumulative_logprobs=[s.cumulative_logprob for s in seqs],
         )
-        response = InferResponse(group.sender.request.model_name, "", group.request_id, outputs=outputs)
+        response = InferResponse(
+            group.sender.request.model_name, "", group.request_id, outputs=outputs,
+            parameters=generation_parameters(inputs.returns, group.cached_tokens),
+        )
         outbox.sends.append((group.sender, response, final))
 
     # ------------------------------------------------------------------ failure
@@ -364,4 +409,4 @@ class GenerationEngine(EngineThread):
         for group in groups:
             outbox.failures.append((group.sender, error))
         self._rows, self._waiting = [], []
-        self._cache, self._mask, self._continuous = None, None, True
+        self._cache, self._mask = None, None

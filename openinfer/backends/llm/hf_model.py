@@ -41,6 +41,8 @@ class HFModel:
     pooling: str = "mean"  # embeddings: mean | cls | last
     normalize: bool = True
     vocab_size: int = 0
+    #: Whether this model's caches join a running batch (kv_cache.mergeable); None until warm_up.
+    joinable_cache: bool | None = None
 
     @property
     def peft(self) -> bool:
@@ -177,7 +179,8 @@ def _load_loras(model: Any, adapters: dict[str, str], model_name: str) -> tuple[
 
 def warm_up(lm: HFModel) -> None:
     """One small forward pass (two for a causal LM: prefill + a cached step) before READY, so
-    the first request does not pay for torch's first-call allocations."""
+    the first request does not pay for torch's first-call allocations; a causal LM's pass also
+    shows whether its caches can be batched."""
     import torch
 
     ids = torch.tensor([[lm.tokenizer.bos_token_id or 0] * 4], dtype=torch.long)
@@ -187,8 +190,12 @@ def warm_up(lm: HFModel) -> None:
             return
         from transformers import DynamicCache
 
+        from .kv_cache import mergeable
+
         cache = DynamicCache()
         extra = {"adapter_names": [lm.loras[0]]} if lm.peft else {}
-        lm.model(input_ids=ids, use_cache=True, **{lm.cache_kwarg: cache}, **extra)
+        out = lm.model(input_ids=ids, use_cache=True, **{lm.cache_kwarg: cache}, **extra)
+        cache = getattr(out, "past_key_values", None) or cache
+        lm.joinable_cache = mergeable(cache)
         lm.model(input_ids=ids[:, :1], use_cache=True, attention_mask=torch.ones(1, 5, dtype=torch.long),
                  position_ids=torch.tensor([[4]]), **{lm.cache_kwarg: cache}, **extra)

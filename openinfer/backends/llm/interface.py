@@ -233,6 +233,15 @@ def generation_outputs(
     return outputs
 
 
+def generation_parameters(returns: Returns, num_cached_tokens: int | None) -> dict[str, Any]:
+    """Response parameters beside the outputs: `num_cached_tokens` (prompt tokens whose keys and
+    values came from the prefix cache) comes with `num_input_tokens`. A parameter, not an output,
+    so the model's config stays exactly Triton's."""
+    if returns.num_input_tokens and num_cached_tokens is not None:
+        return {"num_cached_tokens": num_cached_tokens}
+    return {}
+
+
 def embedding_outputs(returns: Returns, embedding: list[float], num_input_tokens: int) -> list[Tensor]:
     """Triton's layout: the vector as a JSON array in `text_output`."""
     outputs = [_bytes_tensor("text_output", [json.dumps(embedding)])]

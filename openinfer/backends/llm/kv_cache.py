@@ -6,6 +6,11 @@ row's keys/values end at the same column and an attention mask hides the padded 
 are zeros we insert, never computed states, so no NaN from fully masked rows can leak in.
 Only full-attention `DynamicLayer` caches can be joined this way; `mergeable()` says so.
 
+A batched prefill (prefill.py) leaves padding inside rows too and computed states in padded
+columns; `settle()` zeroes those columns and moves every row's columns to its right end, which
+gives this layout again. Attention does not depend on the order of the keys (each key carries its
+position already), so moving columns changes no result.
+
 A mask of None means "no padding": every row uses every column. That is the state of a lone
 request (and of equal-length ones); the model then builds no mask at all, which saves a good
 part of a small model's decode step. A mask is made when rows of different lengths meet and
@@ -65,14 +70,37 @@ def merge(
 
 
 def select(cache: Any, mask: torch.Tensor | None, keep: list[int]) -> tuple[Any, torch.Tensor | None]:
-    """Keep only the rows in `keep`, then drop columns that are padding in every row."""
+    """Keep only the rows in `keep` (a row listed twice is copied), then drop columns that are
+    padding in every row."""
     index = torch.tensor(keep, dtype=torch.long)
     for layer in cache.layers:
         layer.keys = layer.keys.index_select(0, index)
         layer.values = layer.values.index_select(0, index)
     if mask is None:
         return cache, None
-    mask = mask.index_select(0, index)
+    return _trim(cache, mask.index_select(0, index))
+
+
+def settle(cache: Any, mask: torch.Tensor | None) -> tuple[Any, torch.Tensor | None]:
+    """After a padded prefill: zero the padded columns, move each row's own columns to its right
+    end (in their order) and drop the columns that are then padding in every row."""
+    if mask is None:
+        return cache, None
+    hidden = (mask == 0)[:, None, :, None]
+    for layer in cache.layers:
+        layer.keys = layer.keys.masked_fill(hidden, 0)
+        layer.values = layer.values.masked_fill(hidden, 0)
+    if bool((mask[:, 1:] < mask[:, :-1]).any()):  # padding after a row's first column
+        order = torch.argsort(mask, dim=1, stable=True)  # padding first, the rest in order
+        for layer in cache.layers:
+            gather = order[:, None, :, None].expand_as(layer.keys)
+            layer.keys = layer.keys.gather(2, gather)
+            layer.values = layer.values.gather(2, gather)
+        mask = mask.gather(1, order)
+    return _trim(cache, mask)
+
+
+def _trim(cache: Any, mask: torch.Tensor) -> tuple[Any, torch.Tensor | None]:
     used = mask.any(dim=0).nonzero()
     first = int(used[0]) if used.numel() else mask.shape[1]
     if first > 0:
@@ -82,12 +110,3 @@ def select(cache: Any, mask: torch.Tensor | None, keep: list[int]) -> tuple[Any,
         mask = mask[:, first:]
     return cache, (None if bool(mask.all()) else mask)
 
-
-def repeat(cache: Any, mask: torch.Tensor | None, times: int) -> tuple[Any, torch.Tensor | None]:
-    """n > 1: every sample of one prompt starts from the same prefill."""
-    if times == 1:
-        return cache, mask
-    for layer in cache.layers:
-        layer.keys = layer.keys.repeat_interleave(times, dim=0)
-        layer.values = layer.values.repeat_interleave(times, dim=0)
-    return cache, (None if mask is None else mask.repeat_interleave(times, dim=0))

@@ -63,6 +63,11 @@ def _truthy(value: Any) -> bool:
     return str(value).lower() == "true"
 
 
+def flag(args: dict[str, Any], name: str, default: bool) -> bool:
+    """A boolean engine arg: JSON true/false or the strings "true"/"false"."""
+    return _truthy(args[name]) if name in args else default
+
+
 def read_model_files(ctx: ModelContext) -> ModelFiles:
     """Parse model.json and multi_lora.json with Triton's messages for what is missing."""
     path = ctx.version_dir / ENGINE_ARGS_FILE

@@ -7,7 +7,9 @@ requests meet in the engine and are batched there (each forward pass is one exec
 the model's statistics, with its real batch size).
 
 model.json keys read here: `model`, `tokenizer`, `dtype`, `max_model_len`, `max_num_seqs`,
-`cpu_threads`, `task`/`runner` ("embed" for encoders), `enable_lora`, `trust_remote_code`.
+`max_num_batched_tokens` (one prefill's budget), `enable_prefix_caching` (default true) and
+`prefix_cache_mb` (its memory, default 256), `cpu_threads`, `task`/`runner` ("embed" for
+encoders), `enable_lora`, `trust_remote_code`.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from ...core.responses import ResponseSender
 from ...core.types import InferRequest
 from . import hf_model, interface
 from .embeddings import EmbeddingEngine, EmbedJob
-from .engine import BASE_ADAPTER, GenerationEngine, Group
+from .engine import BASE_ADAPTER, MAX_NUM_BATCHED_TOKENS, GenerationEngine, Group
 from .engine_thread import EngineThread
-from .model_files import ModelFiles, check_lora, read_model_files
+from .model_files import ModelFiles, check_lora, flag, read_model_files
+from .prefix_cache import PrefixCache
 from .sampling import load_parameters, parse_sampling
 
 log = logging.getLogger("openinfer.llm")
@@ -42,7 +45,14 @@ class TransformersInstance(ModelInstance):
         seqs = int(files.engine_args.get("max_num_seqs", 16 if lm.task == interface.GENERATE else 32))
         self.engine: EngineThread
         if lm.task == interface.GENERATE:
-            self.engine = GenerationEngine(ctx.name, lm, loop, ctx.stats, max_num_seqs=seqs)
+            args = files.engine_args
+            prefix_cache = None
+            if flag(args, "enable_prefix_caching", True):
+                prefix_cache = PrefixCache(int(float(args.get("prefix_cache_mb", 256)) * (1 << 20)))
+            self.engine = GenerationEngine(
+                ctx.name, lm, loop, ctx.stats, max_num_seqs=seqs, prefix_cache=prefix_cache,
+                max_num_batched_tokens=int(args.get("max_num_batched_tokens", MAX_NUM_BATCHED_TOKENS)),
+            )
         else:
             self.engine = EmbeddingEngine(ctx.name, lm, loop, ctx.stats, max_num_seqs=seqs)
         self.engine.start()

@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     a("--request-count", type=int, default=0, help="default: max(10 x concurrency, 50)")
     a("--warmup-request-count", type=int, default=0)
     a("--num-prompts", type=int, default=100, help="distinct synthetic prompts")
+    a("--num-prefix-prompts", type=int, default=0,
+      help="prefixes to choose from, one prepended to every prompt (measures prefix caching)")
+    a("--prefix-prompt-length", type=int, default=100, help="tokens of each prefix prompt")
     a("--random-seed", type=int, default=0)
     a("--tokenizer", default=None, help="tokenizer.json or a directory holding one")
     a("--extra-inputs", action="append", default=[], metavar="KEY:VALUE",
@@ -71,6 +74,7 @@ async def _run(ns: argparse.Namespace, count: Any, label: str, progress: Progres
     prompts = [synthetic_prompt(rng, sample_length(rng, ns.synthetic_input_tokens_mean,
                                                    ns.synthetic_input_tokens_stddev), count)
                for _ in range(max(ns.num_prompts, 1))]
+    prefixes = [synthetic_prompt(rng, ns.prefix_prompt_length, count) for _ in range(ns.num_prefix_prompts)]
     extra = _extra(ns.extra_inputs)
     total = ns.request_count or max(10 * ns.concurrency, 50)
     records: list[Record] = []
@@ -80,6 +84,8 @@ async def _run(ns: argparse.Namespace, count: Any, label: str, progress: Progres
 
     def next_body() -> tuple[dict[str, Any], str]:
         prompt = prompts[issued[0] % len(prompts)]
+        if prefixes:
+            prompt = f"{rng.choice(prefixes)} {prompt}"
         n_out = sample_length(rng, ns.output_tokens_mean, ns.output_tokens_stddev)
         body = build_body(ns.endpoint_type, ns.model, prompt, n_out, ns.streaming, extra)
         if ns.output_tokens_mean_deterministic and ns.endpoint_type != "embeddings":

@@ -77,10 +77,15 @@ def now() -> int:
     return int(time.time())
 
 
-def usage(prompt: int | None, completion: int | None) -> dict[str, int] | None:
+def usage(prompt: int | None, completion: int | None, cached: int | None = None) -> dict[str, Any] | None:
+    """OpenAI's usage object; `prompt_tokens_details.cached_tokens` when the model reports how
+    much of the prompt its prefix cache served (INTERFACE.md: `num_cached_tokens`)."""
     if prompt is None or completion is None:
         return None
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    doc: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if cached is not None:
+        doc["prompt_tokens_details"] = {"cached_tokens": cached}
+    return doc
 
 
 def count_tokens(tokenizer: Any, text: str) -> int | None:

@@ -40,6 +40,7 @@ class Step:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # of the prompt's, served from the model's prefix cache
     logprobs: list[dict[str, Any]] | None = None
     final: bool = False
 
@@ -52,6 +53,7 @@ class Outcome:
     finish_reason: str = "stop"
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
     logprobs: list[dict[str, Any]] | None = None
 
     def add(self, step: Step) -> None:
@@ -60,6 +62,8 @@ class Outcome:
             self.finish_reason = step.finish_reason
         if self.prompt_tokens is None:
             self.prompt_tokens = step.prompt_tokens
+        if self.cached_tokens is None:
+            self.cached_tokens = step.cached_tokens
         if step.completion_tokens is not None:
             self.completion_tokens = (self.completion_tokens or 0) + step.completion_tokens
         if step.logprobs is not None:
@@ -172,10 +176,15 @@ def digest(response: InferResponse) -> Step:
                         f"model '{response.model_name}' returned invalid logprobs JSON: {exc}"
                     ) from exc
                 step.logprobs = parsed if isinstance(parsed, list) else None
-    if step.finish_reason is None and response.parameters:
-        value = response.parameters.get("finish_reason")
-        if isinstance(value, (str, bytes)) and value:
-            step.finish_reason = value.decode() if isinstance(value, bytes) else value
+    parameters = response.parameters
+    if parameters:
+        if step.finish_reason is None:
+            value = parameters.get("finish_reason")
+            if isinstance(value, (str, bytes)) and value:
+                step.finish_reason = value.decode() if isinstance(value, bytes) else value
+        cached = parameters.get("num_cached_tokens")
+        if isinstance(cached, int) and not isinstance(cached, bool):
+            step.cached_tokens = cached
     return step
 
 

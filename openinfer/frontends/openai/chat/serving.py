@@ -228,7 +228,7 @@ class ChatServing:
             "model": shape.model,
             "system_fingerprint": None,
             "choices": choices,
-            "usage": usage(prompt_tokens, completion),
+            "usage": usage(prompt_tokens, completion, outcomes[0].cached_tokens),
         }
 
     # ----------------------------------------------------------------- streaming
@@ -266,11 +266,12 @@ class ChatServing:
         reasons: list[str | None] = [None] * n
         done = [False] * n
         prompt_tokens: int | None = None
+        cached_tokens: int | None = None
         completion = CompletionTally(n, info, tokenizer)
 
-        def usage_now() -> dict[str, int] | None:
+        def usage_now() -> dict[str, Any] | None:
             prompt_count = prompt_tokens if prompt_tokens is not None else count_tokens(tokenizer, prompt)
-            return usage(prompt_count, completion.total())
+            return usage(prompt_count, completion.total(), cached_tokens)
 
         def chunk(index: int, delta: dict[str, Any], reason: str | None = None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -297,6 +298,8 @@ class ChatServing:
                 continue
             if prompt_tokens is None and step.prompt_tokens is not None:
                 prompt_tokens = step.prompt_tokens
+            if cached_tokens is None and step.cached_tokens is not None:
+                cached_tokens = step.cached_tokens
             completion.add(index, step.completion_tokens, step.text)
             if step.finish_reason:
                 reasons[index] = step.finish_reason

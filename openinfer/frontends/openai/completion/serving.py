@@ -97,12 +97,13 @@ class CompletionServing:
         prompt_total = _prompt_total(
             [outcomes[i * req.n].prompt_tokens for i in range(len(prompts))], prompts, tokenizer
         )
+        cached = _cached_total([outcomes[i * req.n].cached_tokens for i in range(len(prompts))])
         completion = None
         if all(o.completion_tokens is not None for o in outcomes):
             completion = sum(o.completion_tokens or 0 for o in outcomes)
         elif tokenizer is not None:
             completion = sum(count_tokens(tokenizer, o.text) or 0 for o in outcomes)
-        return {**base, "choices": choices, "usage": usage(prompt_total, completion)}
+        return {**base, "choices": choices, "usage": usage(prompt_total, completion, cached)}
 
     async def _stream(
         self,
@@ -118,15 +119,17 @@ class CompletionServing:
         sent = [0] * n
         reasons: list[str | None] = [None] * n
         prompt_tokens: dict[int, int] = {}
+        cached_tokens: dict[int, int] = {}
         completion = CompletionTally(n, resolved.info, tokenizer)
         continuous = bool(req.stream_options and req.stream_options.continuous_usage_stats)
         prompts_count = n // req.n
 
-        def usage_now() -> dict[str, int] | None:
+        def usage_now() -> dict[str, Any] | None:
             firsts = [prompt_tokens.get(i * req.n) for i in range(prompts_count)]
             prompts = [calls[i * req.n].prompt for i in range(prompts_count)]
             total = _prompt_total(firsts, prompts, tokenizer)
-            return usage(total, completion.total())
+            cached = _cached_total([cached_tokens.get(i * req.n) for i in range(prompts_count)])
+            return usage(total, completion.total(), cached)
 
         def chunk(index: int, text: str, reason: str | None, logprobs: Any = None) -> dict[str, Any]:
             return {
@@ -146,6 +149,8 @@ class CompletionServing:
                 continue
             if step.prompt_tokens is not None:
                 prompt_tokens.setdefault(index, step.prompt_tokens)
+            if step.cached_tokens is not None:
+                cached_tokens.setdefault(index, step.cached_tokens)
             completion.add(index, step.completion_tokens, step.text)
             if step.finish_reason:
                 reasons[index] = step.finish_reason
@@ -168,3 +173,8 @@ def _prompt_total(counts: list[int | None], prompts: list[str], tokenizer: Any) 
             return None
         total += count
     return total
+
+
+def _cached_total(counts: list[int | None]) -> int | None:
+    """Cached prompt tokens over the prompts, when the model reported them for each."""
+    return None if any(count is None for count in counts) else sum(counts)  # type: ignore[misc]
