@@ -71,6 +71,17 @@ def test_streamed_usage_and_completions_report_cached_tokens(server):
     assert usage.prompt_tokens_details.cached_tokens >= first.usage.prompt_tokens_details.cached_tokens
 
 
+def test_the_responses_api_reports_the_cached_input_tokens(server):
+    client = server.client()
+    first = client.responses.create(model="tiny_llama", instructions=SYSTEM, input=QUESTIONS[0], max_output_tokens=8,
+                                    temperature=0)
+    again = client.responses.create(model="tiny_llama", instructions=SYSTEM, input=QUESTIONS[1], max_output_tokens=8,
+                                    temperature=0)
+    assert again.usage.input_tokens_details.cached_tokens >= 64
+    assert again.usage.input_tokens_details.cached_tokens < again.usage.input_tokens
+    assert first.usage.input_tokens_details.cached_tokens <= again.usage.input_tokens_details.cached_tokens
+
+
 async def test_a_burst_answers_as_requests_one_at_a_time(server):
     client = server.async_client()
     prompts = [f"{question} {i}" for i, question in enumerate(QUESTIONS * 2)]

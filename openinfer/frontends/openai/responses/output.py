@@ -49,13 +49,15 @@ def output_items(message: dict[str, Any], status: str) -> list[dict[str, Any]]:
     return items
 
 
-def usage(chat_usage: dict[str, int] | None) -> dict[str, Any] | None:
-    """Chat token counts under the Responses names; the cache and reasoning details are zero."""
+def usage(chat_usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Chat token counts under the Responses names: the prompt tokens the model's prefix cache
+    served when it says (0 otherwise); the cache-write and reasoning details are zero."""
     if chat_usage is None:
         return None
+    cached = (chat_usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
     return {
         "input_tokens": chat_usage["prompt_tokens"],
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
         "output_tokens": chat_usage["completion_tokens"],
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": chat_usage["total_tokens"],
