@@ -280,8 +280,23 @@ def main(argv: list[str] | None = None) -> int:
     concurrency = tuple(int(c) for c in ns.concurrency.split(",") if c)
     result = run(ns.requests, ns.max_tokens, ns.rounds, fresh=not ns.same_process, peer=ns.peer,
                  use_aiperf=ns.aiperf, install=not ns.no_install, concurrency=concurrency)
-    print(save(result, Path(ns.out)))
+    text = save(result, Path(ns.out))
+    if Path(ns.out).resolve() == DEFAULT_OUT:
+        publish(text)
+    print(text)
     return 0
+
+
+def publish(text: str) -> None:
+    """RESULTS.md's LLM sections replaced by `text`, and the README's performance section after
+    it, as `make bench` would leave them (`python -m bench.charts` redraws the picture)."""
+    from . import readme
+
+    results = HERE / "RESULTS.md"
+    if results.exists():
+        updated = readme.with_llm_sections(results.read_text(), text)
+        results.write_text(updated)
+        readme.update(updated)
 
 
 if __name__ == "__main__":

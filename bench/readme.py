@@ -23,6 +23,13 @@ def llm_sections(results_text: str) -> list[str]:
     return [part.strip() for part in re.split(r"\n(?=## )", tail) if part.startswith("## LLM")]
 
 
+def with_llm_sections(results_text: str, llm_text: str) -> str:
+    """RESULTS.md with its LLM sections, the last ones (`make bench` appends them), replaced by
+    `llm_text`: what a run of `python -m bench.llm` alone leaves."""
+    head = results_text.split("\n## LLM: ", 1)[0]
+    return head.rstrip("\n") + "\n\n" + llm_text.strip() + "\n"
+
+
 def summary(results_text: str) -> str:
     """RESULTS.md without its per-run listing and its title, its LLM sections kept."""
     head = results_text.split("\n## Every run", 1)[0]

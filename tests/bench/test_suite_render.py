@@ -116,3 +116,13 @@ def test_readme_summary_carries_the_llm_sections_that_follow_every_run() -> None
     assert summary.index("## openinfer against Triton") < summary.index("## LLM: in-process") < summary.index(
         "## LLM: openinfer against `transformers serve")
     assert "| served c=1 | 1 |" in summary and "| openinfer | aiperf |" in summary
+
+
+def test_a_run_of_the_llm_row_alone_replaces_only_the_llm_sections() -> None:
+    text = (render([_cell("triton", 1000)], {}, SETTINGS) + "\n## What the load generator costs\n\nclients\n"
+            + "\n## LLM: in-process\n\nold rows\n\n## LLM: openinfer against peers\n\nold cells\n")
+    updated = readme.with_llm_sections(text, "## LLM: in-process\n\nnew rows\n\n## LLM: openinfer against peers\n\nnew\n")
+    assert updated.startswith(text.split("\n## LLM: ", 1)[0]) and "clients" in updated
+    assert "old" not in updated and updated.endswith("## LLM: openinfer against peers\n\nnew\n")
+    assert [s.split("\n", 1)[0] for s in readme.llm_sections(updated)] == [
+        "## LLM: in-process", "## LLM: openinfer against peers"]
