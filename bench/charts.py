@@ -75,11 +75,18 @@ def cells_from_markdown(text: str) -> list[dict[str, Any]]:
 
 
 def llm_runs(path: Path = LLM_JSON) -> dict[str, dict[str, list[float]]]:
-    """The served LLM rows' per-request TTFT and ITL samples (empty when never measured)."""
+    """The served LLM rows' per-request TTFT and ITL samples, then transformers serve's at the
+    same concurrency levels (measured by the same generator); empty when never measured."""
     if not path.exists():
         return {}
     result = json.loads(path.read_text())
-    return {row["name"]: row["samples"] for row in result.get("rows", []) if row.get("samples")}
+    runs = {row["name"]: row["samples"] for row in result.get("rows", []) if row.get("samples")}
+    levels = {row["concurrency"] for row in result.get("rows", []) if row.get("samples")}
+    for cell in result.get("peers", {}).get("cells", []):
+        if (cell["server"] == "transformers" and cell["generator"] == "openinfer-bench"
+                and cell["concurrency"] in levels and cell.get("samples")):
+            runs[f"{cell['server_label']} c={cell['concurrency']}"] = cell["samples"]
+    return runs
 
 
 def llm_note(path: Path = LLM_JSON) -> str:

@@ -1,5 +1,5 @@
 """The LLM row of `make bench`: a tiny Llama through the OpenAI endpoint, against the same model
-called in-process.
+called in-process, and against another server.
 
 Three figures, on the same prompts and the same 64 greedy tokens per request (EOS ignored):
 
@@ -16,6 +16,11 @@ server), and against `model.generate`; batching is served c=8 against served c=1
 interleaved and each row keeps its best round, so load from elsewhere biases no row; every
 in-process round runs in a fresh process.
 
+Then, in the same rounds, openinfer against `transformers serve --continuous-batching` at
+concurrency 1, 4 and 8, each measured by `openinfer bench openai` and by NVIDIA's aiperf, with
+the servers' CPU and memory (bench/llm_compare.py); a peer or generator that cannot run is
+reported as not measured.
+
     python -m bench.llm [--requests 24] [--max-tokens 64] [--rounds 3] [--out bench/LLM_RESULTS.md]
     python -m bench.llm --requests 4 --max-tokens 8 --rounds 1 --same-process --out /tmp/llm.md  # smoke run
 """
@@ -27,29 +32,22 @@ import asyncio
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable
-from contextlib import closing
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from . import llm_compare, llm_report, llm_servers
+from .llm_load import Load, openinfer_bench
+from .llm_servers import MODEL, LlmServer
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-MODEL = "tiny_llama"
 INPUT_WORDS = 12  # prompt length, in words of the bench client's vocabulary
 DEFAULT_OUT = HERE / "LLM_RESULTS.md"
-
-
-def _free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def prompts(count: int) -> list[str]:
@@ -61,76 +59,10 @@ def prompts(count: int) -> list[str]:
     return [made[(i + 1) % len(made)] for i in range(count)]
 
 
-class Served:
-    """`openinfer serve` with only the OpenAI frontend, serving the tiny Llama."""
-
-    def __init__(self, model_dir: Path, workdir: Path) -> None:
-        from tests.llm_fixtures import write_llm_model
-
-        self.repo = workdir / "models"
-        write_llm_model(self.repo, MODEL, model_dir, model_json={"cpu_threads": 1, "max_num_seqs": 16})
-        self.port = _free_port()
-        self.log = workdir / "server.log"
-        self.process: subprocess.Popen | None = None
-
-    def __enter__(self) -> Served:  # noqa: PYI034
-        command = [
-            sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(self.repo),
-            "--openai-port", str(self.port), "--openai-address", "127.0.0.1",
-            "--enable-kserve-frontends", "false",
-        ]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.process = subprocess.Popen(command, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited:\n{self.log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health/ready", timeout=2) as reply:
-                    if reply.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError("server did not become ready")
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-
-    def measure(self, concurrency: int, requests: int, max_tokens: int) -> dict[str, Any]:
-        command = [
-            sys.executable, "-m", "openinfer.cli", "bench", "openai", "-m", MODEL, "-u", f"127.0.0.1:{self.port}",
-            "--endpoint-type", "completions", "--streaming",
-            "--synthetic-input-tokens-mean", str(INPUT_WORDS), "--output-tokens-mean", str(max_tokens),
-            "--output-tokens-mean-deterministic", "--extra-inputs", "temperature:0",
-            "--concurrency", str(concurrency), "--request-count", str(requests),
-            "--warmup-request-count", str(max(2, concurrency)), "--json", "-", "--no-progress",
-        ]
-        out = subprocess.run(
-            command, capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), check=False
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"bench openai failed: {out.stdout[-2000:]} {out.stderr[-2000:]}")
-        doc = json.loads(out.stdout)
-        metrics = doc["metrics"]
-        return {
-            "name": f"served c={concurrency}",
-            "concurrency": concurrency,
-            "requests": doc["request_count"],
-            "tokens_per_s": round(metrics["output_token_throughput"]["avg"], 1),
-            "ttft_p50_ms": round(metrics["time_to_first_token"]["p50"], 2),
-            "itl_avg_ms": round(metrics["inter_token_latency"]["avg"], 3),
-            "output_tokens_avg": metrics["output_sequence_length"]["avg"],
-            "output_tokens": round(metrics["output_sequence_length"]["avg"] * doc["request_count"]),
-            "client_cpu_percent": round(doc["client_cpu_percent"], 1),
-            # Per-request TTFT and inter-token latency (ms): the distributions bench/charts.py draws.
-            "samples": doc.get("samples", {}),
-        }
+def served(server: LlmServer, concurrency: int, requests: int, max_tokens: int) -> dict[str, Any]:
+    """A served row: `openinfer bench openai` against `server`, streamed completions."""
+    load = Load(concurrency, requests, max(2, concurrency), max_tokens, tuple(prompts(requests)), INPUT_WORDS)
+    return {"name": f"served c={concurrency}", "concurrency": concurrency, **openinfer_bench(server, load)}
 
 
 def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: int) -> list[dict[str, Any]]:
@@ -227,10 +159,13 @@ def _all_counted(runs: list[dict[str, Any]], max_tokens: int) -> list[dict[str, 
     return runs
 
 
-def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool = True) -> dict[str, Any]:
+def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool = True, *, peer: bool = True,
+        use_aiperf: bool = True, install: bool = True,
+        concurrency: tuple[int, ...] = llm_compare.CONCURRENCY) -> dict[str, Any]:
     """`rounds` interleaved rounds of every measurement; each row keeps its best round.
     `fresh=False` runs the in-process rows in this process instead of a fresh one each: a
-    quicker smoke run, whose in-process figures are a little low."""
+    quicker smoke run, whose in-process figures are a little low. `peer` and `use_aiperf` bring
+    in `transformers serve` and aiperf (installed into bench/.venvs unless not `install`)."""
     from openinfer.backends.llm.baseline import engine_baseline, transformers_baseline
     from tests.llm_fixtures import llm_assets
 
@@ -239,15 +174,21 @@ def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool =
     work = prompts(requests)
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in ("direct", "engine", "frontend", "c1", "c8")}
     alone = _alone if fresh else _here
-    with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, Served(assets.llama, Path(tmp)) as served:
+    with tempfile.TemporaryDirectory(prefix="openinfer-bench-llm-") as tmp, ExitStack() as stack:
+        workdir = Path(tmp)
+        ours = stack.enter_context(llm_servers.openinfer(assets.llama, workdir))
+        comparison = llm_compare.setup(stack, ours, assets.llama, workdir, requests, max_tokens, prompts, INPUT_WORDS,
+                                       peer=peer, use_aiperf=use_aiperf, install=install, concurrency=concurrency)
         for _ in range(rounds):
             generated = alone(transformers_baseline, assets.llama, work, max_tokens)
             runs["direct"].append(generated.as_dict())
-            ours = alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1)
-            runs["engine"].append(ours.as_dict())
-            runs["frontend"] += alone(frontend_in_process, served.repo, work, max_tokens, 1)
-            runs["c1"].append(served.measure(1, requests, max_tokens))
-            runs["c8"].append(served.measure(8, requests * 2, max_tokens))
+            engine_run = alone(engine_baseline, assets.llama, work, max_tokens, concurrency=1)
+            runs["engine"].append(engine_run.as_dict())
+            runs["frontend"] += alone(frontend_in_process, workdir / "models", work, max_tokens, 1)
+            runs["c1"].append(served(ours, 1, requests, max_tokens))
+            runs["c8"].append(served(ours, 8, requests * 2, max_tokens))
+            comparison.round()
+        peers = comparison.result()
     direct, engine, one, eight, frontend = (_best(_all_counted(runs[k], max_tokens)) for k in ("direct", "engine", "c1", "c8", "frontend"))
     direct["name"] = "transformers generate, in-process"
     engine["name"] = "engine in-process c=1"
@@ -259,7 +200,7 @@ def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool =
         "served_c8_vs_c1_tokens_per_s": round(eight["tokens_per_s"] / one["tokens_per_s"], 2),
     }
     return {"rows": [direct, engine, frontend, one, eight], "ratios": ratios, "max_tokens": max_tokens,
-            "prompt_words": INPUT_WORDS, "rounds": rounds, "load_at_start": load}
+            "prompt_words": INPUT_WORDS, "rounds": rounds, "load_at_start": load, "peers": peers}
 
 
 def render(result: dict[str, Any]) -> str:
@@ -294,13 +235,15 @@ def render(result: dict[str, Any]) -> str:
         f"- served c=8 / served c=1: **{r['served_c8_vs_c1_tokens_per_s']:.2f}x** tokens/s (batching)",
         "",
     ]
+    if "peers" in result:  # results/llm.json written before the comparison existed has none
+        lines += [llm_report.render(result["peers"], result["rounds"], result["max_tokens"], result["prompt_words"])]
     return "\n".join(lines)
 
 
-def section(quick: bool = False) -> str:
+def section(quick: bool = False, install: bool = True) -> str:
     """The LLM row for RESULTS.md (`make bench`); also writes LLM_RESULTS.md and results/llm.json."""
     try:
-        result = run(12 if quick else 24, 64, 1 if quick else 3)
+        result = run(12 if quick else 24, 64, 1 if quick else 3, install=install)
     except (ImportError, RuntimeError, OSError) as exc:
         return f"## LLM: tiny Llama through the OpenAI endpoint vs in-process\n\nnot measured: {exc}\n"
     save(result)
@@ -326,9 +269,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--same-process", action="store_true",
                         help="in-process rows in this process, not each in a fresh one (a quicker smoke run)")
+    parser.add_argument("--concurrency", default=",".join(map(str, llm_compare.CONCURRENCY)),
+                        help="levels of the comparison with transformers serve, comma-separated")
+    parser.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
+                        help="compare with transformers serve --continuous-batching")
+    parser.add_argument("--aiperf", action=argparse.BooleanOptionalAction, default=True,
+                        help="also measure the comparison with aiperf (installed into bench/.venvs/aiperf)")
+    parser.add_argument("--no-install", action="store_true", help="leave aiperf out unless already installed")
     ns = parser.parse_args(argv)
-    print(save(run(ns.requests, ns.max_tokens, ns.rounds, fresh=not ns.same_process), Path(ns.out)))
+    concurrency = tuple(int(c) for c in ns.concurrency.split(",") if c)
+    result = run(ns.requests, ns.max_tokens, ns.rounds, fresh=not ns.same_process, peer=ns.peer,
+                 use_aiperf=ns.aiperf, install=not ns.no_install, concurrency=concurrency)
+    text = save(result, Path(ns.out))
+    if Path(ns.out).resolve() == DEFAULT_OUT:
+        publish(text)
+    print(text)
     return 0
+
+
+def publish(text: str) -> None:
+    """RESULTS.md's LLM sections replaced by `text`, and the README's performance section after
+    it, as `make bench` would leave them (`python -m bench.charts` redraws the picture)."""
+    from . import readme
+
+    results = HERE / "RESULTS.md"
+    if results.exists():
+        updated = readme.with_llm_sections(results.read_text(), text)
+        results.write_text(updated)
+        readme.update(updated)
 
 
 if __name__ == "__main__":

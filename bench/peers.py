@@ -21,6 +21,9 @@ PEERS = {
     "kserve": ["kserve"],
     # The wheel carries a complete CPU-only tritonserver (2.51) with its Python backend.
     "triton": ["nvidia-pytriton==0.7.0", "numpy"],
+    # NVIDIA's LLM load generator (genai-perf's successor). It pins rich, orjson, psutil and
+    # transformers below the project's, so it lives apart like the servers.
+    "aiperf": ["aiperf==0.13.0"],
 }
 
 

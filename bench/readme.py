@@ -1,4 +1,5 @@
-"""Copies the summary of a bench run into README.md's performance section.
+"""Copies the summary of a bench run into README.md's performance section: the tables above the
+per-run listing, and the LLM sections below it.
 
 The section sits between two markers, so a run replaces exactly what the previous run wrote
 and nothing a person wrote around it.
@@ -6,6 +7,7 @@ and nothing a person wrote around it.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -14,14 +16,29 @@ END = "<!-- bench:end -->"
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+def llm_sections(results_text: str) -> list[str]:
+    """The LLM sections ("## LLM: ...") that follow the per-run listing, each up to the next
+    section."""
+    tail = results_text.split("\n## Every run", 1)[1] if "\n## Every run" in results_text else ""
+    return [part.strip() for part in re.split(r"\n(?=## )", tail) if part.startswith("## LLM")]
+
+
+def with_llm_sections(results_text: str, llm_text: str) -> str:
+    """RESULTS.md with its LLM sections, the last ones (`make bench` appends them), replaced by
+    `llm_text`: what a run of `python -m bench.llm` alone leaves."""
+    head = results_text.split("\n## LLM: ", 1)[0]
+    return head.rstrip("\n") + "\n\n" + llm_text.strip() + "\n"
+
+
 def summary(results_text: str) -> str:
-    """RESULTS.md without its per-run listing and its title."""
+    """RESULTS.md without its per-run listing and its title, its LLM sections kept."""
     head = results_text.split("\n## Every run", 1)[0]
     lines = head.splitlines()
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
+    text = "\n\n".join(["\n".join(lines).strip(), *llm_sections(results_text)])
     # Pictures are linked relative to bench/; the README sits one folder up.
-    return "\n".join(lines).strip().replace("](charts/", "](bench/charts/")
+    return text.replace("](charts/", "](bench/charts/")
 
 
 def update(results_text: str, readme: Path = README) -> bool:

@@ -273,7 +273,7 @@ def main(argv: list[str]) -> int:
         from . import llm
 
         run.begin("LLM row (tiny Llama, OpenAI endpoint)")
-        text += "\n" + llm.section(quick=ns.quick)
+        text += "\n" + llm.section(quick=ns.quick, install=not ns.no_install)
         run.step_done()
     if ns.charts:
         from . import charts

@@ -1,5 +1,7 @@
-"""`python -m bench.llm`, the LLM row of `make bench`, at a tiny size: every row streams all its
-tokens and the table is written (figures are not checked; speed is the bench's business)."""
+"""`python -m bench.llm`, the LLM row of `make bench`, at a tiny size: every row and every cell of
+the comparison with `transformers serve` streams all its tokens and the tables are written
+(figures are not checked; speed is the bench's business). aiperf takes part where the bench has
+installed it, and is reported as not measured elsewhere."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.peers import VENVS
 from tests.helpers import ROOT
 
 pytest.importorskip("torch")
@@ -24,7 +27,7 @@ REQUESTS, MAX_TOKENS = 2, 4
 def test_the_llm_row_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "llm.md"
     command = [sys.executable, "-m", "bench.llm", "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS),
-               "--rounds", "1", "--same-process", "--out", str(out)]
+               "--rounds", "1", "--same-process", "--concurrency", "1,4", "--no-install", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=870, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -40,3 +43,18 @@ def test_the_llm_row_runs_end_to_end(tmp_path: Path) -> None:
         assert row["tokens_per_s"] > 0, row
     table = out.read_text()
     assert f"| served c=1 | 1 | {REQUESTS} |" in table and "served c=8 / served c=1" in table
+
+    peers = result["peers"]
+    generators = ["openinfer-bench", "aiperf"] if (VENVS / "aiperf.ok").exists() else ["openinfer-bench"]
+    cells = {(c["server"], c["generator"], c["concurrency"]): c for c in peers["cells"]}
+    assert set(cells) == {(s, g, c) for s in ("openinfer", "transformers") for g in generators for c in (1, 4)}
+    for (server, generator, _), cell in cells.items():
+        assert "error" not in cell, cell
+        assert cell["output_tokens"] == cell["requests"] * MAX_TOKENS, cell
+        assert cell["server_cpu_us_per_token"] > 0 and cell["server_rss_mib"] > 0, cell
+        if server == "transformers" and generator == "openinfer-bench":
+            assert cell["streams_without_done"] == cell["requests"]  # a note, not an error
+    assert len(peers["ratios"]) == 2 * len(generators)
+    if "aiperf" not in generators:
+        assert "aiperf" in peers["not_measured"]
+    assert "## LLM: openinfer against `transformers serve --continuous-batching`" in table

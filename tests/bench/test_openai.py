@@ -23,6 +23,7 @@ def test_openai_endpoints(tmp_path: Path, openai_echo: str, endpoint: str,
     doc = orjson.loads(out.read_bytes())
     m = doc["metrics"]
     assert doc["request_count"] == 30 and doc["errors"] == 0
+    assert doc["streams_without_done"] == 0  # the echo ends every stream with data: [DONE]
     assert m["request_throughput"]["avg"] > 0
     assert m["input_sequence_length"]["avg"] == 40
     if endpoint == "embeddings":

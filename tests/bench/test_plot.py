@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +86,20 @@ def test_one_progress_line_spans_the_run():
         assert re.search(r"\[2/3 MLServer http \[1,16\] c=1 · ~\d+m\d\ds left\]$", stream.getvalue())
     assert "\n" not in stream.getvalue()
     assert RunProgress.active is None
+
+
+def test_the_llm_chart_sets_transformers_serve_beside_the_served_rows(tmp_path: Path) -> None:
+    samples = {"time_to_first_token": [1.0, 2.0], "inter_token_latency": [0.5]}
+    peer = {"server": "transformers", "server_label": "transformers serve", "generator": "openinfer-bench",
+            "samples": samples}
+    result = {
+        "rows": [{"name": "engine in-process c=1", "concurrency": 1},
+                 {"name": "served c=1", "concurrency": 1, "samples": samples},
+                 {"name": "served c=8", "concurrency": 8, "samples": samples}],
+        "peers": {"cells": [{**peer, "concurrency": 1}, {**peer, "concurrency": 4}, {**peer, "concurrency": 8},
+                            {**peer, "generator": "aiperf", "concurrency": 8},
+                            {**peer, "concurrency": 8, "server": "openinfer", "server_label": "openinfer"}]},
+    }
+    path = tmp_path / "llm.json"
+    path.write_text(json.dumps(result))
+    assert list(charts.llm_runs(path)) == ["served c=1", "served c=8", "transformers serve c=1", "transformers serve c=8"]

@@ -104,3 +104,25 @@ def test_frontend_processes_are_set_against_one_process_on_one_core() -> None:
     assert row == ("| in_process | HTTP JSON | [1,16] | 16 | 2 | 5,000/s (170) | 4,800/s (160) | 6,000/s (240) "
                    "| 1.20× | 9,000/s (120) |")
     assert "## More than one core" not in render(cells[:2], {}, SETTINGS)
+
+
+def test_readme_summary_carries_the_llm_sections_that_follow_every_run() -> None:
+    text = (render([_cell("triton", 1000), _cell("openinfer", 800)], {}, SETTINGS)
+            + "\n## What the load generator costs\n\nclients\n"
+            + "\n## LLM: in-process\n\n| served c=1 | 1 |\n"
+            + "\n## LLM: openinfer against `transformers serve --continuous-batching`\n\n| openinfer | aiperf |\n")
+    summary = readme.summary(text)
+    assert "## Every run" not in summary and "What the load generator costs" not in summary
+    assert summary.index("## openinfer against Triton") < summary.index("## LLM: in-process") < summary.index(
+        "## LLM: openinfer against `transformers serve")
+    assert "| served c=1 | 1 |" in summary and "| openinfer | aiperf |" in summary
+
+
+def test_a_run_of_the_llm_row_alone_replaces_only_the_llm_sections() -> None:
+    text = (render([_cell("triton", 1000)], {}, SETTINGS) + "\n## What the load generator costs\n\nclients\n"
+            + "\n## LLM: in-process\n\nold rows\n\n## LLM: openinfer against peers\n\nold cells\n")
+    updated = readme.with_llm_sections(text, "## LLM: in-process\n\nnew rows\n\n## LLM: openinfer against peers\n\nnew\n")
+    assert updated.startswith(text.split("\n## LLM: ", 1)[0]) and "clients" in updated
+    assert "old" not in updated and updated.endswith("## LLM: openinfer against peers\n\nnew\n")
+    assert [s.split("\n", 1)[0] for s in readme.llm_sections(updated)] == [
+        "## LLM: in-process", "## LLM: openinfer against peers"]

@@ -107,7 +107,7 @@ async def _run(ns: argparse.Namespace, count: Any, label: str, progress: Progres
                 rec = await asyncio.wait_for(send(conn, f"{host}:{port}", ns.endpoint_type, body),
                                              ns.timeout)
             except (OpenAIError, ConnectionError, OSError, asyncio.TimeoutError,
-                    ValueError) as exc:
+                    asyncio.IncompleteReadError, ValueError) as exc:  # IncompleteRead: body cut off
                 conn.close()
                 if measured:
                     errors.append(f"{type(exc).__name__}: {exc}")
@@ -153,7 +153,11 @@ def main(argv: list[str]) -> int:
         "model": ns.model, "url": ns.url, "endpoint_type": ns.endpoint_type,
         "streaming": ns.streaming, "concurrency": ns.concurrency,
         "request_count": len(records), "errors": len(errors),
-        "first_error": errors[0] if errors else "", "tokens_counted_by": (
+        "first_error": errors[0] if errors else "",
+        # A note, not an error: the stream ended with its body (client.py says why).
+        "streams_without_done": (sum(not r.done_sentinel for r in records)
+                                 if ns.streaming and ns.endpoint_type != "embeddings" else 0),
+        "tokens_counted_by": (
             counted_by if ns.tokenizer else doc.get("tokens_counted_by", "words")),
         "client_cpu_percent": 100.0 * cpu / duration if duration else 0.0,
     })

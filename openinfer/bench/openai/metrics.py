@@ -89,4 +89,7 @@ def table(doc: dict[str, Any]) -> str:
                f"{doc.get('duration_s', 0):.1f} s; tokens counted by "
                f"{doc.get('tokens_counted_by')}; client CPU "
                f"{doc.get('client_cpu_percent', 0):.0f}%")
+    if doc.get("streams_without_done"):
+        out.append(f"note: {doc['streams_without_done']} stream(s) ended without data: [DONE]; "
+                   "each was taken as ended where its body ended")
     return "\n".join(out)
