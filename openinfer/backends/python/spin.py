@@ -84,10 +84,9 @@ def limit_from_env(environ: Mapping[str, str], cpus: int | None = None) -> int:
 
     A poller yields its CPU between looks, but on the only CPU there is, the process it waits
     for gets to run only through those yields, and every yield and look is CPU the request pays
-    for. Measured with the server pinned to one core (identity [1,16] FP32 in a worker, no
-    batching, `python -m bench.hop`-style, in process): at concurrency 16 from 3,000-4,500 to
-    6,600-7,600 requests/s without polling; over HTTP at concurrency 1, 1,940 to 2,894 infer/s
-    at 435 against 334 µs of CPU per request."""
+    for. Server pinned to one core, identity [1,16] FP32 in a worker, quiet machine, against a
+    1 ms limit: 5,682-6,253 against 5,039-5,415 requests/s in process at concurrency 1
+    (docs/python-worker.md has the rest)."""
     text = environ.get(POLL_ENV, "")
     if text.isdigit():
         return int(text) * 1000
