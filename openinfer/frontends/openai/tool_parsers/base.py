@@ -108,12 +108,13 @@ class ToolParser(abc.ABC):
     name: str = ""
 
     @abc.abstractmethod
-    def parse(self, text: str) -> ParsedOutput:
-        """Split a whole output into content and calls; unparseable text stays content."""
-
-    @abc.abstractmethod
     def stream(self) -> StreamParser:
         """A parser for one streamed output."""
+
+    def parse(self, text: str) -> ParsedOutput:
+        """Split a whole output into content and calls; unparseable text stays content. By
+        default by the stream parser's own rules (`parse_streamed`), so the two never disagree."""
+        return parse_streamed(self.stream(), text)
 
 
 def parse_streamed(stream: StreamParser, text: str) -> ParsedOutput:

@@ -14,13 +14,11 @@ import re
 
 from ..markers import MarkerWatch
 from .base import (
-    ParsedOutput,
     StreamDelta,
     StreamParser,
     ToolCallDelta,
     ToolParser,
     openai_call_id,
-    parse_streamed,
 )
 from .scanner import ObjectScanner, coalesce
 
@@ -34,9 +32,6 @@ _NAME = re.compile(r"\s*([^\s`{<]+)(?=[\s`{<])")
 
 class DeepSeekV3Parser(ToolParser):
     name = "deepseek_v3"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return parse_streamed(self.stream(), text)
 
     def stream(self) -> StreamParser:
         return DeepSeekV3Stream()

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from ..markers import MarkerWatch
 from .base import (
-    ParsedOutput,
     StreamDelta,
     StreamParser,
     ToolParser,
     openai_call_id,
-    parse_streamed,
 )
 from .scanner import CallStreamer
 
@@ -31,9 +29,6 @@ START, END = "<tool_call>", "</tool_call>"
 
 class HermesParser(ToolParser):
     name = "hermes"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return parse_streamed(self.stream(), text)
 
     def stream(self) -> StreamParser:
         return HermesStream()

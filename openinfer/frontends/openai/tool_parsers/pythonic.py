@@ -15,13 +15,11 @@ import json
 from typing import Any
 
 from .base import (
-    ParsedOutput,
     StreamDelta,
     StreamParser,
     ToolCallDelta,
     ToolParser,
     openai_call_id,
-    parse_streamed,
 )
 from .scanner import coalesce
 
@@ -49,9 +47,6 @@ def _is_name(text: str) -> bool:
 
 class PythonicParser(ToolParser):
     name = "pythonic"
-
-    def parse(self, text: str) -> ParsedOutput:
-        return parse_streamed(self.stream(), text)
 
     def stream(self) -> StreamParser:
         return PythonicStream()
