@@ -10,20 +10,9 @@ import json
 
 import pytest
 
-WEATHER = {
-    "type": "function",
-    "name": "get_current_weather",
-    "description": "Get the current weather in a given location",
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "city": {"type": "string"},
-            "state": {"type": "string"},
-            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
-        },
-        "required": ["city", "state", "unit"],
-    },
-}
+from tests.openai.test_tools import WEATHER as CHAT_WEATHER
+
+WEATHER = {"type": "function", **CHAT_WEATHER["function"]}  # the Responses API's flat shape of a tool
 DALLAS = {"city": "Dallas", "state": "TX", "unit": "fahrenheit"}
 QUESTION = "What is the weather in Dallas, Texas in Fahrenheit? #tool:llama3# #relay#"
 RESULT = "It is 85 degrees and sunny in Dallas."
