@@ -15,19 +15,18 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import urllib.error
 import urllib.request
-from contextlib import closing
 from pathlib import Path
 
 from openinfer.bench.cli import run_v2
 from openinfer.bench.options import Options
+
+from .servers import free_ports, wait_http_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 EXECUTE_COST_S = 0.002
@@ -73,17 +72,11 @@ def write_repository(root: Path) -> None:
         (root / name / "1" / "model.py").write_text(textwrap.dedent(MODEL_PY))
 
 
-def _free_port() -> int:
-    with closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServerProcess:
     """`openinfer serve` on free ports, serving the two models."""
 
     def __init__(self, repository: Path, log_path: Path) -> None:
-        self.http_port, self.grpc_port, self.metrics_port = _free_port(), _free_port(), _free_port()
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         command = [
             sys.executable, "-m", "openinfer.cli", "serve",
             "--model-repository", str(repository),
@@ -98,18 +91,11 @@ class ServerProcess:
         return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
 
     def wait_ready(self, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited with {self.process.returncode}; see {self.log.name}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/v2/health/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"server not ready after {timeout}s; see {self.log.name}")
+        state = wait_http_ready(self.process, f"http://127.0.0.1:{self.http_port}/v2/health/ready", timeout)
+        if state == "exited":
+            raise RuntimeError(f"server exited with {self.process.returncode}; see {self.log.name}")
+        if state == "timeout":
+            raise RuntimeError(f"server not ready after {timeout}s; see {self.log.name}")
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -19,24 +19,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from .servers import free_ports, wait_http_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "tiny_llama"  # the name openinfer serves the model under
 KV_BLOCKS = 32  # transformers serve's KV cache, in blocks of 256 tokens (see above)
-
-
-def free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LlmServer:
@@ -74,19 +66,12 @@ class LlmServer:
         env = dict(os.environ, PYTHONPATH=str(ROOT), **self.env)
         self.process = subprocess.Popen(self.command, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
                                         env=env, cwd=ROOT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.label} exited at start:\n{self.log.read_text(errors='replace')[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"http://{self.url}{self.ready_path}", timeout=2) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"{self.label} was not ready after {timeout:.0f} s; see {self.log}")
+        state = wait_http_ready(self.process, f"http://{self.url}{self.ready_path}", timeout)
+        if state == "exited":
+            raise RuntimeError(f"{self.label} exited at start:\n{self.log.read_text(errors='replace')[-2000:]}")
+        if state == "timeout":
+            self.stop()
+            raise RuntimeError(f"{self.label} was not ready after {timeout:.0f} s; see {self.log}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -104,7 +89,7 @@ def openinfer(model_dir: Path, workdir: Path) -> LlmServer:
 
     repo = workdir / "models"
     write_llm_model(repo, MODEL, model_dir, model_json={"cpu_threads": 1, "max_num_seqs": 16})
-    port = free_port()
+    (port,) = free_ports(1)
     command = [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
                "--openai-port", str(port), "--openai-address", "127.0.0.1", "--enable-kserve-frontends", "false"]
     return LlmServer("openinfer", "openinfer", command, {"HF_HUB_OFFLINE": "1"}, "/health/ready", MODEL,
@@ -119,7 +104,7 @@ def transformers_serve(model_dir: Path, workdir: Path) -> tuple[LlmServer | None
         return None, f"transformers is not installed ({exc})"
     if not is_serve_available():
         return None, "transformers serve needs fastapi, uvicorn, pydantic and openai (pip install 'transformers[serving]')"
-    port = free_port()
+    (port,) = free_ports(1)
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
                "--continuous-batching", "--cb-num-blocks", str(KV_BLOCKS), "--device", "cpu",
                "--host", "127.0.0.1", "--port", str(port),

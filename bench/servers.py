@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,23 @@ def free_ports(n: int) -> list[int]:
         for s in socks:
             s.close()
 
+
+
+def wait_http_ready(process: subprocess.Popen, url: str, timeout: float) -> str:
+    """Poll `url` until it answers 200: "ready", or "exited" if `process` ends first, or
+    "timeout"; the caller says what each means for its server."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return "exited"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return "ready"
+        except OSError:  # not listening yet, or answering an error status
+            pass
+        time.sleep(0.2)
+    return "timeout"
 
 @dataclass
 class Server:
