@@ -200,10 +200,10 @@ class InferenceServer:
             raise
         return model
 
-    def _enter(self, model: LoadedModel, protocol: Protocol | None) -> None:
+    def _enter(self, model: LoadedModel) -> None:
         self.inflight.count += 1
         model.inflight.count += 1
-        LOAD.entered(self.inflight.count, protocol)
+        LOAD.entered(self.inflight.count)
 
     async def infer(self, request: InferRequest, *, protocol: Protocol | None = None) -> InferResponse:
         """One request, one response. `protocol`: the frontend it came through (None in process),
@@ -212,7 +212,7 @@ class InferenceServer:
         model = self._admit(request, protocol)
         cache = self.cache if self.cache is not None and model.config.response_cache.enable else None
         trace = self.trace.sample(request, model) if self.trace.enabled else None
-        self._enter(model, protocol)
+        self._enter(model)
         ok = False
         try:
             response, key = cached_response(cache, model, request) if cache is not None else (None, b"")
@@ -249,7 +249,7 @@ class InferenceServer:
         request.arrival_ns = time.perf_counter_ns()
         model = self._admit(request, stream=True)
         trace = self.trace.sample(request, model) if self.trace.enabled else None
-        self._enter(model, protocol)
+        self._enter(model)
         ok = False
         first_ns = 0
         try:

@@ -1,7 +1,7 @@
-"""Under concurrent load one side of the crossing to a worker polls: the server's loop for
-requests it carries alone, the worker for gRPC calls (`core.load`). A real server and worker
-in this process, so the crossing's state can be read, called directly and through the gRPC
-frontend by tritonclient."""
+"""How the crossing to a worker behaves under load (`core.load`): a lone request goes at once and
+both sides may poll; requests in flight together are gathered into the loop's writes, queue in
+the worker, and nobody polls. A real server and worker in this process, so the crossing's state
+can be read, called directly and through the gRPC frontend by tritonclient."""
 
 from __future__ import annotations
 
@@ -13,64 +13,101 @@ import numpy as np
 import pytest
 import tritonclient.grpc.aio as grpcclient
 
+from openinfer.backends.python.wire import Execute
 from openinfer.backends.registry import BackendRegistry
 from openinfer.core import load
-from openinfer.core.protocols import Protocol
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.core.types import InferRequest, Tensor
 from openinfer.frontends.access import AccessPolicy
 from openinfer.frontends.grpc.service import Binding, start_grpc
-from tests.helpers import free_port
+from tests.helpers import free_port, write_model
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "model_repository" / "identity_fp32"
+
+# Each execute takes a while: several queued in the worker outlast the timeout together.
+SLOW = '''
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.3)
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
+'''
+
+SLOW_CONFIG = '''
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
+output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
+parameters { key: "execute_timeout_secs" value { string_value: "1" } }
+'''
 
 
 @pytest.fixture
 async def server(tmp_path, monkeypatch):
     # A window longer than any run of the test, so what it checks never depends on the machine's speed.
     monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 600 * 10**9)
-    for deadline in ("_overlap_until", "_threaded_until"):  # this test's load, not the process's so far
-        monkeypatch.setattr(load.LOAD, deadline, 0)
+    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)  # this test's load, not the process's so far
     shutil.copytree(EXAMPLE, tmp_path / "identity_fp32")
+    write_model(tmp_path, "slow", SLOW_CONFIG, SLOW)
     running = InferenceServer(ServerOptions([tmp_path]), BackendRegistry())
     await running.start()
     yield running
     await running.stop()
 
 
-async def _call(server: InferenceServer, value: float, protocol: Protocol | None) -> None:
+async def _call(server: InferenceServer, value: float, model: str = "identity_fp32") -> None:
     data = np.full((1, 16), value, np.float32)
-    request = InferRequest(model_name="identity_fp32", inputs=[Tensor("INPUT0", "FP32", (1, 16), data)])
-    response = await server.infer(request, protocol=protocol)
+    request = InferRequest(model_name=model, inputs=[Tensor("INPUT0", "FP32", (1, 16), data)])
+    response = await server.infer(request)
     assert response.error is None
     np.testing.assert_array_equal(response.outputs[0].data, data)
 
 
-def _worker(server: InferenceServer):
-    (instance,) = server.repository.get("identity_fp32").instances
-    return instance.worker
+def _instance(server: InferenceServer, model: str = "identity_fp32"):
+    (instance,) = server.repository.get(model).instances
+    return instance
 
 
-@pytest.mark.parametrize(
-    ("protocol", "worker_sleeps"), [(Protocol.HTTP, True), (None, True), (Protocol.GRPC, False)],
-    ids=["http", "in-process", "grpc"],
-)
-async def test_concurrent_requests_decide_which_side_polls(server, protocol, worker_sleeps):
-    await _call(server, -1.0, protocol)  # alone: no load, so the worker may poll
-    worker = _worker(server)
+async def test_a_lone_request_goes_at_once_and_lets_the_worker_poll(server):
+    await _call(server, -1.0)
+    worker = _instance(server).worker
+    assert not load.LOAD.concurrent()
     assert not worker.to_worker.told_to_sleep()
-    await asyncio.gather(*(_call(server, float(i), protocol) for i in range(32)))
-    assert worker.to_worker.told_to_sleep() is worker_sleeps
-    assert load.LOAD.who_polls() == (worker_sleeps, not worker_sleeps)  # (the loop, the worker)
+    worker.send_batch(Execute(-1, []))  # an empty batch: the worker answers it with nothing
+    assert worker._outbox == []  # written, not held for the end of the turn
+
+
+async def test_requests_in_flight_together_are_gathered_and_nobody_polls(server):
+    await asyncio.gather(*(_call(server, float(i)) for i in range(32)))
+    worker = _instance(server).worker
+    assert load.LOAD.concurrent()
+    assert worker.to_worker.told_to_sleep()
+    worker.send_batch(Execute(-1, []))
+    worker.send_batch(Execute(-2, []))
+    assert len(worker._outbox) == 2  # both go out in the loop's one write at the end of this turn
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert worker._outbox == []
 
 
 async def test_a_lone_request_after_the_load_lets_both_sides_poll_again(server, monkeypatch):
-    await asyncio.gather(*(_call(server, float(i), Protocol.HTTP) for i in range(32)))
-    assert _worker(server).to_worker.told_to_sleep()
+    await asyncio.gather(*(_call(server, float(i)) for i in range(32)))
+    assert _instance(server).worker.to_worker.told_to_sleep()
     monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 0)
-    await asyncio.gather(*(_call(server, float(i), Protocol.HTTP) for i in range(2)))  # the window closes at once
-    await _call(server, 7.0, Protocol.HTTP)
-    assert not _worker(server).to_worker.told_to_sleep()
+    await asyncio.gather(*(_call(server, float(i)) for i in range(2)))  # the window closes at once
+    await _call(server, 7.0)
+    assert not _instance(server).worker.to_worker.told_to_sleep()
+
+
+async def test_the_execute_timeout_counts_from_when_the_worker_starts_a_queued_batch(server):
+    # Six batches of 0.3 s queue in the one worker: the last starts 1.5 s after it was sent,
+    # past the 1 s timeout, and still runs to its answer.
+    assert _instance(server, "slow").pipeline_depth >= 6
+    await asyncio.gather(*(_call(server, float(i), "slow") for i in range(6)))
+    assert not _instance(server, "slow").worker.dead
 
 
 def _grpc_inputs(value: float) -> list[grpcclient.InferInput]:
@@ -80,12 +117,13 @@ def _grpc_inputs(value: float) -> list[grpcclient.InferInput]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["ModelInfer", "ModelStreamInfer"])
-async def test_grpc_calls_from_a_real_client_keep_the_worker_polling(server, stream):
+async def test_grpc_calls_from_a_real_client_are_load_like_any_other(server, stream):
     port = free_port()
     frontend = await start_grpc(server, Binding(f"127.0.0.1:{port}"), AccessPolicy())
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
     try:
-        await _call(server, -1.0, Protocol.HTTP)  # lone: both may poll
+        await _call(server, -1.0)  # lone: both may poll
+        assert not _instance(server).worker.to_worker.told_to_sleep()
         if stream:
             async def calls():
                 for i in range(32):
@@ -95,8 +133,8 @@ async def test_grpc_calls_from_a_real_client_keep_the_worker_polling(server, str
         else:
             answers = await asyncio.gather(*(client.infer("identity_fp32", _grpc_inputs(float(i))) for i in range(32)))
         assert sorted(float(a.as_numpy("OUTPUT0")[0, 0]) for a in answers) == [float(i) for i in range(32)]
-        assert not _worker(server).to_worker.told_to_sleep()
-        assert load.LOAD.who_polls() == (False, True)
+        assert load.LOAD.concurrent()
+        assert _instance(server).worker.to_worker.told_to_sleep()
     finally:
         await client.close()
         await frontend.stop(None)

@@ -35,10 +35,11 @@ server without it (best of 4 rounds each, identity [1,16] FP32 in a worker): HTT
 from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrency 16 from 8,107 to
 8,572. The model's `worker_poll_us` limits both sides.
 
-Under concurrent load one side polls, not both: which one is the load's to say (`core.load`),
-with each batch the server sends. The loop's `sent` is told whether to poll; the worker reads
-the server's word from a byte of the inbound ring's header (`ring.Arena.tell_to_sleep`) when it
-starts to wait, and sleeps at once when told to.
+Under concurrent load neither side polls (`core.load`): the loop gathers the batches of one of
+its turns into one write and the worker runs them back to back, so the wake-up is shared, and
+a poller would take the CPU the frontends need. The server says so with each batch it sends;
+the worker reads the server's word from a byte of the inbound ring's header
+(`ring.Arena.tell_to_sleep`) when it starts to wait, and sleeps at once when told to.
 
 Polling only while a CPU is spare was tried and not kept: both sides looked at the kernel's
 count of runnable tasks (/proc/loadavg) before and every 16 turns while polling, and slept

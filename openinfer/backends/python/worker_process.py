@@ -5,7 +5,7 @@ socketpair, large tensors through two shared rings (`ipc`). One `asyncio.Protoco
 decodes everything a read brought and hands each answer to the owner (an instance, or the
 loader that runs `auto_complete_config`) through `dispatch`, in the same callback. While a
 batch is out, the loop polls for its answer rather than sleeping (`spin.LoopPoller`), unless
-the load says that the worker is the side to poll (`core.load`).
+requests overlap (`core.load`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core.errors import InternalError, UnavailableError
+from ...core.load import LOAD
 from . import ipc, ring, spin
 from .ring import NO_RING
 from .wire import Done, Failed
@@ -131,22 +132,21 @@ class WorkerProcess:
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(frame)
 
-    def send_batch(self, message: Any, loop_polls: bool = True, worker_polls: bool = True) -> None:
+    def send_batch(self, message: Any) -> None:
         """Send an `Execute`, its inputs' ring space pinned until `batch_answered`: the answer
         may name them as its outputs (a model that returns an input) instead of copying them.
-        Whether the loop may poll for the answer, and the worker for its next batch, is the
-        load's (`core.load`)."""
+
+        One request at a time, the batch goes out at once and both sides may poll for what
+        comes next. Under concurrent load (`core.load`) neither polls, and the batch goes out
+        with whatever else this turn of the loop sends: the worker runs them back to back."""
+        concurrent = LOAD.concurrent()
         arena = self.to_worker
         start = 0
         if arena is not None:
             start = arena.head
-            arena.tell_to_sleep(not worker_polls)
-        # The first batch in flight goes out at once, not a loop iteration later: that turn is
-        # latency for one request at a time, and over HTTP under load too (its loop is the
-        # bottleneck and polls for the answer anyway). Under gRPC load (the worker polls, the
-        # loop does not) the wait measured better: the loop finishes what it is doing first.
-        self.send(message, at_once=loop_polls and not self.poller.outstanding)
-        self.poller.sent(loop_polls)
+            arena.tell_to_sleep(concurrent)
+        self.send(message, at_once=not concurrent and not self.poller.outstanding)
+        self.poller.sent(not concurrent)
         if arena is not None and arena.head != start:
             arena.pin(message.batch_id, start)
 
