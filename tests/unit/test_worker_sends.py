@@ -1,4 +1,5 @@
-"""When the server's end of a worker channel writes a batch: at once, or with the loop's turn.
+"""When the server's end of a worker channel writes a batch: at once for a lone request, with
+the loop's turn under concurrent load (`core.load`).
 
 A real socketpair and the running loop's transport stand in for nothing: the worker's end is
 read without waiting, so what is there before the loop turns is what was written at once.
@@ -15,6 +16,7 @@ import pytest
 from openinfer.backends.python import ipc
 from openinfer.backends.python.wire import Execute, WireRequest
 from openinfer.backends.python.worker_process import WorkerProcess
+from openinfer.core import load
 
 
 class _Owner:
@@ -54,20 +56,25 @@ async def channel():
     theirs.close()
 
 
-async def test_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order(channel):
+async def test_alone_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order(channel, monkeypatch):
+    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)  # no request overlapped another
     worker, theirs = channel
-    worker.send_batch(_batch(1), loop_polls=True)
+    worker.send_batch(_batch(1))
     assert _written(theirs) == [1]  # before the loop turned
-    worker.send_batch(_batch(2), loop_polls=True)  # one is in flight: this one waits its turn
-    worker.send_batch(_batch(3), loop_polls=True)
+    worker.send_batch(_batch(2))  # one is in flight: this one waits its turn
+    worker.send_batch(_batch(3))
     assert _written(theirs) == []
     await asyncio.sleep(0)
     assert _written(theirs) == [2, 3]
 
 
-async def test_a_batch_sent_while_the_worker_polls_waits_for_the_loops_turn(channel):
+async def test_under_load_every_batch_waits_for_the_loops_turn_and_they_cross_together(channel, monkeypatch):
+    monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 600 * 10**9)
+    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)
+    load.LOAD.entered(2)  # two requests in flight together
     worker, theirs = channel
-    worker.send_batch(_batch(1), loop_polls=False)
+    for batch_id in (1, 2, 3):
+        worker.send_batch(_batch(batch_id))
     assert _written(theirs) == []
     await asyncio.sleep(0)
-    assert _written(theirs) == [1]
+    assert _written(theirs) == [1, 2, 3]
