@@ -43,7 +43,6 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-
 def wait_http_ready(process: subprocess.Popen, url: str, timeout: float) -> str:
     """Poll `url` until it answers 200: "ready", or "exited" if `process` ends first, or
     "timeout"; the caller says what each means for its server."""
@@ -59,6 +58,7 @@ def wait_http_ready(process: subprocess.Popen, url: str, timeout: float) -> str:
             pass
         time.sleep(0.2)
     return "timeout"
+
 
 @dataclass
 class Server:

@@ -279,7 +279,8 @@ class PythonInstance(ModelInstance):
     def dispatch(self, worker: WorkerProcess, message: Any) -> None:
         kind = type(message)
         if kind is Executed:
-            self._last_answered = time.monotonic()
+            if self.execute_timeout is not None:  # only a timeout reads it (`_answer`)
+                self._last_answered = time.monotonic()
             worker.batch_answered(message.batch_id)
             batch = self._batches.pop(message.batch_id, None)
             if batch is not None and not batch.future.done():
