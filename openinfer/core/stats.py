@@ -29,11 +29,17 @@ class BatchStats:
 
 @dataclass(slots=True)
 class ExecutionTiming:
-    """What a backend reports for one `execute` call (nanoseconds)."""
+    """What a backend reports for one `execute` call (nanoseconds).
+
+    `start_ns`: when the backend began the batch, where it first waited out of the scheduler's
+    sight (in a worker's queue, behind the batches sent before it); 0 where it began at once.
+    It is read on `time.perf_counter_ns`'s clock, CLOCK_MONOTONIC, which every process on the
+    machine shares. The wait counts as queue time, as it would in Triton's scheduler queue."""
 
     compute_input_ns: int = 0
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
+    start_ns: int = 0
 
 
 @dataclass

@@ -110,6 +110,16 @@ async def test_the_execute_timeout_counts_from_when_the_worker_starts_a_queued_b
     assert not _instance(server, "slow").worker.dead
 
 
+async def test_a_batch_queued_in_the_worker_counts_its_wait_as_queue_time(server):
+    # Four batches of 0.3 s sent together: the worker begins each once those before it are done,
+    # so together they waited at least (0 + 1 + 2 + 3) x 0.3 s, which Triton shows as queue time.
+    await asyncio.gather(*(_call(server, float(i), "slow") for i in range(4)))
+    (stats,) = server.statistics("slow")
+    queue, infer = stats["inference_stats"]["queue"], stats["inference_stats"]["compute_infer"]
+    assert queue["count"] == 4 and queue["ns"] >= 6 * 300_000_000
+    assert infer["count"] == 4 and infer["ns"] >= 4 * 300_000_000  # the wait is not compute time
+
+
 def _grpc_inputs(value: float) -> list[grpcclient.InferInput]:
     tensor = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
     tensor.set_data_from_numpy(np.full((1, 16), value, np.float32))

@@ -246,9 +246,9 @@ class ModelRunner:
         )
 
     @staticmethod
-    def _timing(batch: Started, infer_done: int) -> tuple[int, int, int]:
+    def _timing(batch: Started, infer_done: int) -> tuple[int, int, int, int]:
         end = time.perf_counter_ns()
-        return (batch.input_done - batch.started, infer_done - batch.input_done, end - infer_done)
+        return (batch.input_done - batch.started, infer_done - batch.input_done, end - infer_done, batch.started)
 
 
 def wire_response(response: pb_utils.InferenceResponse, requested: list[str] | None = None) -> WireResponse:

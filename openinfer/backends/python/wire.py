@@ -100,7 +100,8 @@ class Executed(NamedTuple):
     #: One per request, None where a response sender answers instead; None for the whole batch
     #: of a decoupled model.
     responses: list[WireResponse | None] | None
-    timing: tuple[int, int, int] | None
+    #: Compute input, infer and output nanoseconds, and when the batch began (perf_counter_ns).
+    timing: tuple[int, int, int, int] | None
     #: Keys of requests the model released with TRITONSERVER_REQUEST_RELEASE_RESCHEDULE.
     rescheduled: list[int]
     #: An error that fails every request of the batch (the model raised, or broke the contract).

@@ -1,7 +1,7 @@
 """Running one batch on one instance: the step every scheduler ends with.
 
 Kept in one place so the rules hold for all of them: the queue time of each request is
-recorded when its batch starts, a failing `execute` fails every request of the batch (N in,
+recorded when its batch starts (in the backend, where it reports a later start than the call), a failing `execute` fails every request of the batch (N in,
 N answered), and the statistics count one execution per batch.
 """
 
@@ -49,6 +49,10 @@ async def run_batch(
         if release is not None:
             release(instance)
     if timing is not None:  # None: the backend records its own executions
+        if timing.start_ns > started:  # it waited in the backend before it began: queue time too
+            started = timing.start_ns
+            for request in requests:
+                request.queue_ns = started - request.arrival_ns
         stats.record_execution(size, count, timing)
         record_compute(requests, started, timing)  # per-request timing for statistics and traces
     return True
