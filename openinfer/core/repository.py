@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
-from . import instance_update, model_files
+from . import heap, instance_update, model_files
 from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError, status_string
 from .model import LoadedModel
 from .model_entries import ModelEntry, State, VersionRecord, index_rows, serving_model
@@ -194,7 +194,9 @@ class ModelRepository:
             gone = name not in on_disk and entry.override_dir is None
             if gone and any(r.model is not None or r.reason != "unloaded" for r in entry.versions.values()):
                 tasks.append(self.unload(name))
-        await asyncio.gather(*tasks)
+        if tasks:
+            await asyncio.gather(*tasks)
+            heap.settle()
 
     # ---------------------------------------------------------------- load
     async def load(

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import TRITON_PROTOCOL_VERSION
 from .._proto import model_config_pb2 as mc
+from . import heap
 from .backend import Backend
 from .cache import ResponseCache, cached_response, remember
 from .custom_metrics import CustomMetrics
@@ -102,6 +103,7 @@ class InferenceServer:
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:
         await self.repository.start()
+        heap.settle()
         self.started = True
 
     def served_within(self, seconds: float) -> bool:
@@ -329,7 +331,10 @@ class InferenceServer:
         self, name: str, config: str | None = None, files: dict[str, bytes] | None = None
     ) -> None:
         self.check_explicit()
-        await self.repository.load(name, config, files)
+        try:
+            await self.repository.load(name, config, files)
+        finally:
+            heap.settle()
 
     async def load_request(
         self, name: str, parameters: Mapping[str, object], repository_name: str = ""
@@ -341,7 +346,10 @@ class InferenceServer:
 
     async def unload_model(self, name: str, unload_dependents: bool = False) -> None:
         self.check_explicit()
-        await self.repository.unload(name, unload_dependents)
+        try:
+            await self.repository.unload(name, unload_dependents)
+        finally:
+            heap.settle()
 
     async def unload_request(
         self, name: str, parameters: Mapping[str, object], repository_name: str = ""

@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from ..._malloc import tune_malloc
+from ...core import heap
 from . import forked, ipc, pb_utils, ring, shm_files, spin
 from .pb_utils import _host, c_module
 from .ring import NO_RING
@@ -302,6 +303,7 @@ class Worker:
                 elif kind is Initialize:
                     self.runner = ModelRunner(self.model_class, message.args["model_instance_name"])
                     self._wait(self.runner.initialize(message.args))
+                    heap.settle()  # the model and what it imported stay out of full collections
                     self.channel.send(Done(hasattr(self.runner.model, "is_ready")))
                 elif kind is Finalize:
                     if self.runner is not None:
