@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import charts
+from bench import charts, results
 from openinfer.bench.cli import main
 from openinfer.bench.plot import latency_distributions, throughput_latency
 from openinfer.bench.progress import Progress, RunProgress
@@ -53,16 +54,26 @@ def test_charts_have_a_line_per_server_and_workload(tmp_path):
     assert "Time to first token (ms)" in svg and "served c=8 (n=2)" in svg
 
 
-def test_stored_results_read_back_and_embed(tmp_path):
-    text = (charts.HERE / "RESULTS.md").read_text()
-    cells = charts.cells_from_markdown(text)
-    assert cells and {c["protocol"] for c in cells} == {"http", "grpc", "http-binary"}
+def test_results_read_back_and_embed():
+    """The charts are drawn again from a RESULTS.md: what `results.render` writes reads back
+    as the cells it was given (a RESULTS.md of the bench's own making, not the one a run left)."""
+    keys = ("label", "server", "grid", "cores", "protocol", "size", "concurrency", "throughput", "p50_ms", "p99_ms")
+    cells = [
+        {"label": label, "server": server, "grid": grid, "cores": cores, "protocol": proto, "size": size,
+         "concurrency": conc, "throughput": 100.0 * conc + size, "p50_ms": 1.25 + conc, "p99_ms": 2.5 + conc,
+         "completed": 500, "client_cpu": 40.0}
+        for label in ("openinfer", "Triton") for server in (label,) for grid in ("plain", "batching")
+        for cores in (1, 2) for proto in ("http", "grpc", "http-binary") for size in (16, 65536) for conc in (1, 16)
+    ]
+    text = results.render(cells, {}, {})
+    back = charts.cells_from_markdown(text)
+    key = operator.itemgetter("grid", "cores", "server", "protocol", "size", "concurrency")
+    assert sorted(back, key=key) == sorted(({k: c[k] for k in keys} for c in cells), key=key)
     drawn = [("a chart", charts.HERE / "charts" / "x.svg")]
     embedded = charts.embed(text, drawn)
     assert "![a chart](charts/x.svg)" in embedded
     assert charts.embed(embedded, drawn) == embedded  # a rerun replaces its block
     assert embedded.index(charts.START) < embedded.index("## Every run")
-
 
 
 class _Terminal(io.StringIO):

@@ -36,21 +36,28 @@ def test_waits_until_refusals_stop_for_the_period() -> None:
 
 
 def test_the_limit_ends_the_wait_even_while_refusals_go_on() -> None:
-    async def main() -> None:
+    async def main() -> tuple[float, float, float]:
         inflight = InFlight()
         stop = asyncio.Event()
 
-        async def client() -> None:
+        async def client() -> None:  # refuses on every turn of the loop: never a quiet period
             while not stop.is_set():
                 inflight.refuse()
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0)
 
+        began = time.monotonic()
         sender = asyncio.create_task(client())
         await asyncio.wait_for(inflight.quiet(period=0.2, limit=0.5), timeout=10)
+        returned = time.monotonic()
+        last_refusal = inflight.refused_at
         stop.set()
         await sender
+        assert last_refusal is not None
+        return began, returned, last_refusal
 
-    asyncio.run(main())
+    began, returned, last_refusal = asyncio.run(main())
+    assert returned >= began + 0.5  # the whole limit was waited
+    assert returned - last_refusal < 0.2  # and refusals were still coming when it ended
 
 
 def test_clients_sending_when_the_shutdown_began_are_waited_for_though_none_was_refused_yet() -> None:

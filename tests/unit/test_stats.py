@@ -3,20 +3,45 @@ must not care when."""
 
 from __future__ import annotations
 
+import asyncio
+
 from openinfer.core.stats import ExecutionTiming, ModelStats
 
 
 def test_sums_are_exact_however_reads_interleave():
+    """Batches of two sizes are recorded by tasks on one loop, as the schedulers record them,
+    while a third reads the statistics between their writes: every read adds up, and reading
+    changes nothing."""
     stats = ModelStats("m", "1")
     timing = ExecutionTiming(10, 200, 3)
-    for i in range(300):
-        stats.record_execution(2, 2, timing)
-        if i == 100:
-            assert stats.execution_count == 101  # a read in the middle sees every execution so far
-    assert stats.execution_count == 300
-    assert stats.inference_count == 600
-    assert (stats.compute_infer.count, stats.compute_infer.ns) == (600, 300 * 2 * 200)
+    reads: list[dict] = []
+
+    async def record(batch_size: int) -> None:
+        for _ in range(300):
+            stats.record_execution(batch_size, batch_size, timing)
+            await asyncio.sleep(0)
+
+    async def read() -> None:
+        for _ in range(200):
+            reads.append(stats.as_dict())
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        await asyncio.gather(record(2), read(), record(3))
+
+    asyncio.run(main())
+    assert len({r["execution_count"] for r in reads}) > 10  # the reads saw the counts move
+    for entry in reads:
+        by_size = {b["batch_size"]: b["compute_infer"]["count"] for b in entry["batch_stats"]}
+        assert entry["execution_count"] == sum(by_size.values())
+        assert entry["inference_count"] == sum(size * n for size, n in by_size.items())
+        assert entry["inference_stats"]["compute_infer"] == {"count": entry["inference_count"],
+                                                              "ns": entry["inference_count"] * 200}
+    assert stats.execution_count == 600
+    assert stats.inference_count == 300 * 2 + 300 * 3
+    assert (stats.compute_infer.count, stats.compute_infer.ns) == (1500, 1500 * 200)
     assert stats.batches[2].compute_input.as_dict() == {"count": 300, "ns": 3000}
+    assert stats.batches[3].compute_output.as_dict() == {"count": 300, "ns": 900}
 
 
 def test_a_failed_request_gives_back_its_compute_share():
