@@ -21,7 +21,7 @@ concurrency 1, 4 and 8, each measured by `openinfer bench openai` and by NVIDIA'
 the servers' CPU and memory (bench/llm_compare.py); a peer or generator that cannot run is
 reported as not measured.
 
-    python -m bench.llm [--requests 24] [--max-tokens 64] [--rounds 3] [--out bench/LLM_RESULTS.md]
+    python -m bench.llm [--requests 48] [--max-tokens 64] [--rounds 3] [--out bench/LLM_RESULTS.md]
     python -m bench.llm --requests 4 --max-tokens 8 --rounds 1 --same-process --out /tmp/llm.md  # smoke run
 """
 
@@ -47,6 +47,9 @@ from .llm_servers import MODEL, LlmServer
 
 HERE = Path(__file__).resolve().parent
 INPUT_WORDS = 12  # prompt length, in words of the bench client's vocabulary
+#: Requests per level and round (twice as many from c=8): 48 keeps each cell a few seconds long,
+#: so that one stall of either server (a full garbage collection) does not decide it.
+REQUESTS = 48
 DEFAULT_OUT = HERE / "LLM_RESULTS.md"
 
 
@@ -159,7 +162,7 @@ def _all_counted(runs: list[dict[str, Any]], max_tokens: int) -> list[dict[str, 
     return runs
 
 
-def run(requests: int = 24, max_tokens: int = 64, rounds: int = 3, fresh: bool = True, *, peer: bool = True,
+def run(requests: int = REQUESTS, max_tokens: int = 64, rounds: int = 3, fresh: bool = True, *, peer: bool = True,
         use_aiperf: bool = True, install: bool = True,
         concurrency: tuple[int, ...] = llm_compare.CONCURRENCY) -> dict[str, Any]:
     """`rounds` interleaved rounds of every measurement; each row keeps its best round.
@@ -243,7 +246,7 @@ def render(result: dict[str, Any]) -> str:
 def section(quick: bool = False, install: bool = True) -> str:
     """The LLM row for RESULTS.md (`make bench`); also writes LLM_RESULTS.md and results/llm.json."""
     try:
-        result = run(12 if quick else 24, 64, 1 if quick else 3, install=install)
+        result = run(12 if quick else REQUESTS, 64, 1 if quick else 3, install=install)
     except (ImportError, RuntimeError, OSError) as exc:
         return f"## LLM: tiny Llama through the OpenAI endpoint vs in-process\n\nnot measured: {exc}\n"
     save(result)
@@ -263,7 +266,7 @@ def save(result: dict[str, Any], out: Path = DEFAULT_OUT) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=24)
+    parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=str(DEFAULT_OUT))
