@@ -18,3 +18,9 @@ def settle() -> None:
     gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def release() -> None:
+    """The server has stopped: the collector looks at everything again, so what the server left
+    in reference cycles goes, in a program that embeds it and lives on."""
+    gc.unfreeze()

@@ -118,6 +118,7 @@ class InferenceServer:
         if not await self.inflight.drained(timeout):
             log.warning("%d request(s) still in flight after %.0fs", self.inflight.count, timeout)
         await self.repository.stop()
+        heap.release()
         self.trace.close()
         if self.shm is not None:
             self.shm.close()

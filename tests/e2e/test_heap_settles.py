@@ -88,3 +88,4 @@ async def test_the_server_and_its_workers_freeze_what_loading_left(tmp_path):
         assert _frozen(before_unload)
     finally:
         await server.stop()
+    assert gc.get_freeze_count() == 0  # stopped: an embedding program's heap is its own again
