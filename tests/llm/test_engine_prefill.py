@@ -114,6 +114,27 @@ async def test_a_burst_is_prefilled_in_one_pass_with_the_tokens_of_lone_requests
     assert burst.passes[:3] == [len(PROMPTS), len(PROMPTS), len(PROMPTS)]
 
 
+def _record_turns(engine: GenerationEngine, asked: list[tuple[int, bool]]) -> None:
+    """Note, at every hand-over to the loop, how many sequences ran and whether the engine waited."""
+    decide = engine.takes_turns
+
+    def takes_turns() -> bool:
+        asked.append((len(engine._rows), decide()))
+        return asked[-1][1]
+
+    engine.takes_turns = takes_turns
+
+
+async def test_the_engine_waits_for_the_loops_turn_only_after_a_step_of_one_sequence(lm):
+    asked: list[tuple[int, bool]] = []
+    burst, alone = Run(lm, prefix_cache=None), Run(lm, prefix_cache=None)
+    _record_turns(burst.engine, asked)
+    _record_turns(alone.engine, asked)
+    assert await burst.together(PROMPTS) == await alone.one_by_one(PROMPTS)  # the same tokens either way
+    assert {waited for rows, waited in asked if rows > 1} == {False}  # several streams: the loop delivers meanwhile
+    assert {waited for rows, waited in asked if rows <= 1} == {True}
+
+
 async def test_the_token_budget_splits_a_burst_into_several_prefills(lm):
     budget = Run(lm, prefix_cache=None, max_num_batched_tokens=1)
     tokens = await budget.together(PROMPTS)

@@ -136,6 +136,9 @@ class GenerationEngine(EngineThread):
     def busy(self) -> bool:
         return bool(self._rows or self._waiting)
 
+    def takes_turns(self) -> bool:
+        return len(self._rows) <= 1  # several streams: the loop delivers while the next step runs
+
     # ---------------------------------------------------------------------- step
     def step(self, items: list[Group], outbox: Outbox) -> None:
         self._waiting.extend(items)
