@@ -10,7 +10,6 @@ from __future__ import annotations
 import urllib.request
 
 import numpy as np
-import onnx
 import pytest
 import tritonclient.http as httpclient
 from onnx import TensorProto, helper

@@ -28,6 +28,16 @@ def test_import_contracts_are_kept():
     assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
 
 
+def test_ruff_finds_nothing():
+    """The rules `[tool.ruff.lint]` selects, over the package, its tests and the benchmarks."""
+    ruff = Path(sys.executable).parent / "ruff"
+    done = subprocess.run(
+        [str(ruff), "check", "--no-cache", "--output-format", "concise", "openinfer", "tests", "bench"],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
 #: A module or function may be longer when its docstring says why, in a sentence that starts so.
