@@ -17,6 +17,7 @@ from ...core.errors import (
     error_from_code,
     error_from_triton,
 )
+from ...core.stats import ExecutionTiming
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
 
@@ -140,3 +141,10 @@ def respond(sender: Any, wire: WireResponse | None, final: bool, decoupled: bool
     else:
         sender.send(response, final=True)
     return True
+
+
+def execution_timing(reported: tuple[int, int, int, int], earlier: ExecutionTiming) -> ExecutionTiming:
+    """A run's timing as `ModelRunner` reported it. Requests a model released with RESCHEDULE run
+    again; they stopped queueing when their first run began, so that start is kept."""
+    input_ns, infer_ns, output_ns, start_ns = reported
+    return ExecutionTiming(input_ns, infer_ns, output_ns, earlier.start_ns or start_ns)

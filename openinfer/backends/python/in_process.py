@@ -179,7 +179,7 @@ class InProcessInstance(ModelInstance):
                 executed = self.runner.conclude(batch)
             self._conclude(executed, keys, live)
             if executed.timing is not None:
-                timing = ExecutionTiming(*executed.timing[:3], timing.start_ns or executed.timing[3])
+                timing = convert.execution_timing(executed.timing, timing)
             again = set(executed.rescheduled)
             live = [(r, s) for (r, s), k in zip(live, keys) if k in again and not s.closed]
         return timing

@@ -194,8 +194,8 @@ class PythonInstance(ModelInstance):
         while live:
             requests, senders = [r for r, _ in live], [s for _, s in live]
             executed = await self._run(worker, requests, senders)
-            if executed.timing is not None:  # a rescheduled batch's requests queued from its first start
-                timing = ExecutionTiming(*executed.timing[:3], timing.start_ns or executed.timing[3])
+            if executed.timing is not None:
+                timing = convert.execution_timing(executed.timing, timing)
             # Requests released with RESCHEDULE go back to `execute`, still unanswered.
             again = set(executed.rescheduled)
             live = [(r, s) for r, s, k in zip(requests, senders, executed.keys) if k in again and not s.closed]

@@ -1,8 +1,9 @@
 """Running one batch on one instance: the step every scheduler ends with.
 
 Kept in one place so the rules hold for all of them: the queue time of each request is
-recorded when its batch starts (in the backend, where it reports a later start than the call), a failing `execute` fails every request of the batch (N in,
-N answered), and the statistics count one execution per batch.
+recorded when its batch starts (in the backend, where it reports a later start than the call),
+a failing `execute` fails every request of the batch (N in, N answered), and the statistics
+count one execution per batch.
 """
 
 from __future__ import annotations
