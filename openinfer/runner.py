@@ -203,8 +203,8 @@ def model_table(server: InferenceServer) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out = [line]
-    for index, row in enumerate(rows):
-        out.append("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
+    for index, cells in enumerate(rows):
+        out.append("| " + " | ".join(cell.ljust(w) for cell, w in zip(cells, widths)) + " |")
         if index == 0:
             out.append(line)
     out.append(line)
@@ -225,7 +225,7 @@ def startup_failures(server: InferenceServer, args: Settings) -> list[str]:
 
 
 #: uvicorn settings of the KServe and metrics listeners: no Server/Date headers, as Triton.
-_TRITON_LISTENER = {
+_TRITON_LISTENER: dict[str, Any] = {
     "proxy_headers": False, "server_header": False, "date_header": False,
     "timeout_keep_alive": 30, "h11_max_incomplete_event_size": 64 * 1024,
 }

@@ -93,7 +93,7 @@ class FlagParser(argparse.ArgumentParser):
     def known_flags(self) -> list[str]:
         return [s for a in self._actions for s in a.option_strings if s.startswith("--")]
 
-    def parse_args(self, args: Sequence[str] | None = None, namespace=None):  # type: ignore[override]
+    def parse_args(self, args: Sequence[str] | None = None, namespace=None):
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             self.error(self.unknown_message(extra))

@@ -86,11 +86,13 @@ class Model:
         """One response for an ordinary model; for a decoupled model an iterator of its
         responses as they arrive. Safe to call from any thread, any number at once."""
         core = self.server._core_or_raise()
+        loop = self.server._loop
+        assert loop is not None  # `_core_or_raise` checked it
         request = build_request(self.name, self._version, inputs, parameters, requested_outputs, request_id)
         if not self.server._sync(lambda c: c.model(self.name, self._version).decoupled):
-            return InferenceResponse.of(self.server._loop.run(core.infer(request), timeout))
+            return InferenceResponse.of(loop.run(core.infer(request), timeout))
         stream = ResponseIterator()
-        future = self.server._loop.submit(pump(core.infer_stream(request), stream))
+        future = loop.submit(pump(core.infer_stream(request), stream))
         stream._cancel = future.cancel
         return stream
 
@@ -117,6 +119,7 @@ class AsyncInference:
     async def _single(self) -> InferenceResponse:
         server = self._model.server
         core = server._core_or_raise()
+        assert server._loop is not None  # `_core_or_raise` checked it
         future = server._loop.submit(core.infer(self._request))
         return InferenceResponse.of(await asyncio.wrap_future(future))
 
@@ -124,6 +127,7 @@ class AsyncInference:
         if self._iterator is None:
             server = self._model.server
             core = server._core_or_raise()
+            assert server._loop is not None  # `_core_or_raise` checked it
             self._iterator = AsyncResponseIterator(asyncio.get_running_loop())
             future = server._loop.submit(pump(core.infer_stream(self._request), self._iterator))
             self._iterator._cancel = future.cancel

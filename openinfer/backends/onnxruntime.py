@@ -255,7 +255,7 @@ def _fill(tensors: Any, infos: dict[str, tuple[int, list[int]]], max_batch_size:
     for name, (data_type, dims) in infos.items():
         tensor = tensors.add()
         tensor.name = name
-        tensor.data_type = data_type  # type: ignore[assignment]
+        tensor.data_type = data_type
         kept = dims[1:] if max_batch_size > 0 else dims
         if kept:
             tensor.dims.extend(kept)

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -118,7 +118,10 @@ class PyTorchInstance(ThreadedInstance):
         self._types = {t.name: t.data_type for t in config.input}
         arguments = [a.name for a in module.forward.schema.arguments][1:]  # drop `self`
         self._inputs = _order([t.name for t in config.input], "input", ctx.name, arguments)
-        self._output_positions = _order([t.name for t in config.output], "output", ctx.name)
+        # Without `arguments`, `_order` gives name -> position.
+        self._output_positions = cast(
+            "dict[str, int]", _order([t.name for t in config.output], "output", ctx.name)
+        )
         self._inference_mode = parameter(config, "INFERENCE_MODE", "true").lower() in _TRUE
 
     def run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
@@ -151,7 +154,7 @@ class PyTorchInstance(ThreadedInstance):
             )
         produced = {}
         for name in wanted:
-            position = self._output_positions[name]  # type: ignore[index]
+            position = self._output_positions[name]
             if position >= len(result):
                 raise InternalError(
                     f"model '{self.model_name}' returned {len(result)} output(s), but output "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 PERCENTILES = (50, 90, 95, 99)
@@ -18,7 +20,7 @@ def summarize_ns(lat_ns: np.ndarray) -> dict[str, float]:
     return out
 
 
-def describe(values: list[float] | np.ndarray) -> dict[str, float]:
+def describe(values: Sequence[float] | np.ndarray) -> dict[str, float]:
     """genai-perf's columns: avg, min, max, p99, p90, p75 (and p50, p25)."""
     a = np.asarray(values, dtype=np.float64)
     if a.size == 0:

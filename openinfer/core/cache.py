@@ -16,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,13 +24,16 @@ from . import datatypes
 from .errors import InvalidArgumentError
 from .types import InferRequest, InferResponse, Tensor
 
+if TYPE_CHECKING:
+    from .model import LoadedModel
+
 _ENTRY_OVERHEAD = 64  # bytes counted per entry besides its tensors (key, bookkeeping)
 
 
 @dataclass(slots=True)
 class _Entry:
     outputs: list[Tensor]
-    parameters: dict
+    parameters: dict[str, Any]
     size: int
 
 
@@ -117,7 +121,7 @@ class ResponseCache:
         return True
 
 
-def cached_response(cache: ResponseCache, model, request: InferRequest) -> tuple[InferResponse | None, bytes]:
+def cached_response(cache: ResponseCache, model: LoadedModel, request: InferRequest) -> tuple[InferResponse | None, bytes]:
     """Look the request up for `model` (a LoadedModel); a hit is counted in its statistics."""
     started = time.perf_counter_ns()
     key = request_key(request, model.version_str)
@@ -130,7 +134,7 @@ def cached_response(cache: ResponseCache, model, request: InferRequest) -> tuple
     return response, key
 
 
-def remember(cache: ResponseCache, model, key: bytes, request: InferRequest, response: InferResponse) -> None:
+def remember(cache: ResponseCache, model: LoadedModel, key: bytes, request: InferRequest, response: InferResponse) -> None:
     """Insert a fresh response; the miss is counted with its lookup and insert time."""
     started = time.perf_counter_ns()
     cache.insert(key, response)

@@ -82,7 +82,7 @@ def _repeated(field: Any) -> bool:
     return bool(field.label == field.LABEL_REPEATED)
 
 
-def _lenient(document: dict, descriptor: Any) -> dict:
+def _lenient(document: dict[str, Any], descriptor: Any) -> dict[str, Any]:
     out = {}
     for key, value in document.items():
         field = descriptor.fields_by_name.get(key) or descriptor.fields_by_camelcase_name.get(key)
@@ -283,7 +283,7 @@ def _ints(node: Any, path: tuple[str, ...]) -> None:
 
 def config_to_json(config: mc.ModelConfig) -> dict[str, Any]:
     """The JSON Triton serves for a config: proto field names, defaults printed, enums by name."""
-    data = json_format.MessageToDict(
+    data: dict[str, Any] = json_format.MessageToDict(
         config,
         preserving_proto_field_name=True,
         always_print_fields_with_no_presence=True,

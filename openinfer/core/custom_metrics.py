@@ -200,7 +200,7 @@ class CustomMetrics:
                     raise InvalidArgumentError(UNSORTED_BUCKETS)
             elif buckets is not None:
                 raise InvalidArgumentError(_unexpected_buckets(family.kind))
-            series = family.series.get(pairs)  # type: ignore[arg-type]
+            series = family.series.get(pairs)
             if series is None:
                 for name, _ in pairs:
                     if not isinstance(name, str) or not _valid_name(name, _LABEL_CHARS):

@@ -22,7 +22,7 @@ class DataType(NamedTuple):
     size: int  # bytes per element, 0 = variable (BYTES)
 
 
-def _dt(name: str, config: str, np_type: object, size: int) -> DataType:
+def _dt(name: str, config: str, np_type: type[np.generic], size: int) -> DataType:
     return DataType(name, config, np.dtype(np_type), size)
 
 
@@ -176,7 +176,7 @@ def to_wire_bytes(array: np.ndarray, datatype: str) -> bytes | memoryview:
     if datatype == "BYTES":
         return serialize_bytes(array)
     array = _little_endian(array if array.flags.c_contiguous else np.ascontiguousarray(array))
-    return memoryview(array).cast("B") if array.size else b""
+    return array.data.cast("B") if array.size else b""
 
 
 def to_wire_copy(array: np.ndarray, datatype: str) -> bytes:

@@ -67,6 +67,9 @@ class OpenInferError(Exception):
     #: Raised while the request was admitted, before it was queued (a BLS call words these
     #: errors as Triton's Python backend does).
     before_queue = False
+    #: The id of the request it failed, where a frontend knows it before the core does (its
+    #: log line names it).
+    request_id: str | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -76,7 +79,7 @@ class OpenInferError(Exception):
     def status(self) -> Status:
         return STATUS_TABLE[self.code]
 
-    def __reduce__(self):  # picklable across worker processes
+    def __reduce__(self) -> tuple[type[OpenInferError], tuple[str]]:  # picklable across worker processes
         return (type(self), (self.message,))
 
 

@@ -77,7 +77,7 @@ async def update_instances(model: LoadedModel, config: mc.ModelConfig) -> None:
             if not isinstance(result, BaseException):
                 await result.stop()
         raise failures[0]
-    created = list(results)
+    created = [result for result in results if not isinstance(result, BaseException)]
     scheduler: Scheduler = model.scheduler  # type: ignore[assignment]
     for instance in created:
         scheduler.add_instance(instance)

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._proto import model_config_pb2 as mc
 from . import datatypes
@@ -19,7 +19,10 @@ from .errors import InvalidArgumentError, request_label
 from .inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
 from .stats import ModelStats
-from .types import InferRequest, ModelMetadata, TensorMetadata
+from .types import InferRequest, ModelMetadata, RequestedOutput, TensorMetadata
+
+if TYPE_CHECKING:
+    from .scheduling.base import Scheduler
 
 
 @dataclass(slots=True)
@@ -36,7 +39,7 @@ class TensorSpec:
         self.any_size = all(d == -1 for d in self.dims)
 
 
-def _fold(specs: dict) -> dict[str, str]:
+def _fold(specs: dict[str, Any]) -> dict[str, str]:
     """Case-folded name -> name; "" marks a fold shared by two names (ambiguous)."""
     folded: dict[str, str] = {}
     for name in specs:
@@ -96,7 +99,7 @@ class LoadedModel:
         self.instance_specs: list[InstanceSpec] = []
         #: Instances an update took out, finishing what they hold before they stop.
         self.retiring: set[asyncio.Task[None]] = set()
-        self.scheduler = None  # set by the repository once instances exist
+        self.scheduler: Scheduler | None = None  # set by the repository once instances exist
         self.inputs: dict[str, TensorSpec] = {}
         self.outputs: dict[str, TensorSpec] = {}
         self.labels: dict[str, list[str]] = {}
@@ -231,15 +234,15 @@ class LoadedModel:
                 )
         request.batch_size = max(batch_size, 0)
         if request.outputs:
-            self._resolve_outputs(request)
+            self._resolve_outputs(request, request.outputs)
 
-    def _resolve_outputs(self, request: InferRequest) -> None:
+    def _resolve_outputs(self, request: InferRequest, asked: list[RequestedOutput]) -> None:
         """The model's names for the requested outputs; an output asked for twice is answered
         once, as Triton answers it."""
         outputs = self.outputs
         wanted: set[str] = set()
         kept = []
-        for output in request.outputs:
+        for output in asked:
             if output.name not in outputs:
                 resolved_output = self.resolve_output_name(output.name)
                 if resolved_output is None:  # Triton names no request id here
@@ -248,7 +251,7 @@ class LoadedModel:
             if output.name not in wanted:
                 wanted.add(output.name)
                 kept.append(output)
-        if len(kept) < len(request.outputs):
+        if len(kept) < len(asked):
             request.outputs = kept
 
     def _missing(self, names: set[str]) -> list[str]:

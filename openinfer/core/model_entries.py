@@ -74,19 +74,19 @@ def serving_model(entry: ModelEntry | None, name: str, version: str) -> LoadedMo
         raise NotFoundError(f"Request for unknown model: '{name}' is not found")
     number = parse_version(version)
     if number is None:  # the newest READY version (a loop: this runs for every request)
-        newest = None
+        newest: VersionRecord | None = None
         for record in entry.versions.values():
             if record.state is State.READY and (newest is None or record.version > newest.version):
                 newest = record
         if newest is None or newest.model is None:
             raise NotFoundError(f"Request for unknown model: '{name}' has no available versions")
         return newest.model
-    record = entry.versions.get(number)
-    if record is None:
+    asked = entry.versions.get(number)
+    if asked is None:
         raise NotFoundError(f"Request for unknown model: '{name}' version {number} is not found")
-    if record.state is not State.READY or record.model is None:
+    if asked.state is not State.READY or asked.model is None:
         raise UnavailableError(f"Request for unknown model: '{name}' version {number} is not at ready state")
-    return record.model
+    return asked.model
 
 
 def index_rows(names: set[str], entries: dict[str, ModelEntry], ready_only: bool) -> list[dict[str, str]]:

@@ -240,10 +240,10 @@ class OtelTrace:
             self.root.end(end_time=end)
 
 
-def sample(tracing: OtelTracing, setting: Any, ids: itertools.count, request: Any, model: Any) -> OtelTrace | None:
+def sample(tracing: OtelTracing, setting: Any, ids: itertools.count[int], request: Any, model: Any) -> OtelTrace | None:
     """Triton's rule: a request with a propagated context (or a traced caller) is always traced;
     the others as the rate and count say."""
-    from .trace import OFF
+    from .trace_record import OFF
 
     if setting.level == OFF:
         return None

@@ -6,6 +6,9 @@ Only the requested outputs are returned, classification turns an output into its
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from .errors import InternalError, InvalidArgumentError
@@ -50,8 +53,8 @@ def finish_outputs(
     response: InferResponse,
     labels: dict[str, list[str]],
     batching: bool,
-    write_shm=None,
-    declared: dict | None = None,
+    write_shm: Callable[[RequestedOutput, Tensor], None] | None = None,
+    declared: dict[str, Any] | None = None,
 ) -> InferResponse:
     """Select, classify and place outputs as the request asked. Asked for none, the client gets
     the outputs the config `declared` (when it declares any): what else the model sends is

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .._proto import model_config_pb2 as mc
 from . import config as configs
@@ -216,6 +217,7 @@ class ModelRepository:
         self, entry: ModelEntry, config_override: str | None, files: dict[str, bytes] | None
     ) -> None:
         name = entry.name
+        model_dir: Path | None
         if files:
             try:
                 if config_override is None:
@@ -329,7 +331,7 @@ class ModelRepository:
         return sorted(name for name, entry in self.entries.items() if entry.poll_error)
 
     def _settle(
-        self, entry: ModelEntry, versions: list[int], results: list, old: dict[int, VersionRecord], elapsed: float
+        self, entry: ModelEntry, versions: list[int], results: list[Any], old: dict[int, VersionRecord], elapsed: float
     ) -> list[str]:
         """Record a load's outcome, all or nothing as in Triton. When every version loaded they
         are READY, and what they replace or what fell out of the version policy is retired.

@@ -70,4 +70,4 @@ def _uint(params: dict[str, Any], key: str, default: int | None, tensor: str) ->
         raise InvalidArgumentError(
             f"Unable to parse '{key}' of tensor '{tensor}': expected an unsigned integer"
         )
-    return value
+    return int(value)

@@ -115,7 +115,7 @@ class UnarySender(ResponseSender):
         if future is not None and not future.done():
             if error is not None:
                 future.set_exception(error)
-            else:
+            elif result is not None:
                 future.set_result(result)
 
     def _deliver(self, response: InferResponse) -> None:

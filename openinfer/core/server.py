@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +32,11 @@ from .outputs import finish_outputs
 from .protocols import Protocol, decoupled_refusal
 from .repository import ControlMode, ModelRepository, RepositoryOptions
 from .responses import StreamSender, UnarySender
-from .scheduling import InstancePool, make_scheduler
+from .scheduling import InstancePool, Scheduler, make_scheduler
 from .shm import SharedMemoryManager
 from .stats import ModelStats
 from .trace import TraceManager
-from .types import InferRequest, InferResponse, ModelMetadata, ServerMetadata
+from .types import InferRequest, InferResponse, ModelMetadata, RequestedOutput, ServerMetadata, Tensor
 from .version_loader import VersionLoader
 from .versions import parse_version
 
@@ -81,7 +81,7 @@ class InferenceServer:
         self,
         options: ServerOptions,
         backends: Callable[[str], Backend | None],
-        schedulers: Callable[[LoadedModel, InstancePool], object] = make_scheduler,
+        schedulers: Callable[[LoadedModel, InstancePool], Scheduler] = make_scheduler,
         services: ServerServices | None = None,
     ) -> None:
         services = services or ServerServices()
@@ -246,7 +246,7 @@ class InferenceServer:
 
     async def infer_stream(
         self, request: InferRequest, *, protocol: Protocol | None = None
-    ) -> AsyncIterator[InferResponse]:
+    ) -> AsyncGenerator[InferResponse, None]:
         """Any number of responses (decoupled models); one for ordinary models. `protocol`:
         the frontend it came through (None in process)."""
         request.arrival_ns = time.perf_counter_ns()
@@ -311,7 +311,7 @@ class InferenceServer:
         self.inflight.leave()
         model.inflight.leave()
 
-    def _shm_writer(self, request: InferRequest):
+    def _shm_writer(self, request: InferRequest) -> Callable[[RequestedOutput, Tensor], None] | None:
         """What writes outputs into their regions; None when no output goes to one (pinning
         found them all)."""
         holds = request.state.shm_outputs
@@ -360,7 +360,7 @@ class InferenceServer:
         await self.unload_model(name, unload_dependents(parameters))
 
     # ---------------------------------------------------------------- statistics
-    def statistics(self, name: str = "", version: str = "") -> list[dict]:
+    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
         if not name:
             return [m.stats.as_dict() for m in self.repository.loaded_models()]
         if version:

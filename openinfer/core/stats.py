@@ -149,7 +149,7 @@ class ModelStats:
             self.fail.add(total_ns)
             self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Triton's `model_stats[]` entry, keys in Triton's order."""
         return {
             "name": self.name,

@@ -15,11 +15,14 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgumentError, UnsupportedError
 from .trace_record import OFF, TENSORS, TIMESTAMPS, Trace
 from .types import InferRequest
+
+if TYPE_CHECKING:
+    from .otel import OtelTrace
 
 log = logging.getLogger("openinfer.trace")
 
@@ -221,9 +224,8 @@ class TraceManager:
         file: str = "",
     ) -> None:
         self._files: dict[str, TraceFile] = {}
-        defaults = {"level": level, "rate": rate, "count": count, "log_frequency": log_frequency}
-        self.global_default = TraceSetting(**defaults, file=self._file(file))
-        self.global_setting = TraceSetting(**defaults, file=self._file(file))
+        self.global_default = TraceSetting(level, rate, count, log_frequency, self._file(file))
+        self.global_setting = TraceSetting(level, rate, count, log_frequency, self._file(file))
         self.model_settings: dict[str, TraceSetting] = {}
         self._fallback_models: set[str] = set()
         self._ids = itertools.count(1)
@@ -360,7 +362,7 @@ class TraceManager:
             old.retire()
 
     # ---------------------------------------------------------------- sampling
-    def sample(self, request: InferRequest, model: Any) -> Trace | None:
+    def sample(self, request: InferRequest, model: Any) -> Trace | OtelTrace | None:
         """A trace for this request if its model's scope samples it (set on `request.trace`)."""
         setting = self.setting_for(model.name)
         if self.otel is not None:

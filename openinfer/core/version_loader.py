@@ -16,14 +16,14 @@ from .backend import Backend, ModelContext, ModelHost
 from .errors import InvalidArgumentError
 from .instance_update import instance_specs
 from .model import LoadedModel
-from .scheduling.base import InstancePool
+from .scheduling.base import InstancePool, Scheduler
 from .stats import ModelStats
 from .warmup import run_warmup
 
 if TYPE_CHECKING:
     from .repository import RepositoryOptions
 
-SchedulerFactory = Callable[[LoadedModel, InstancePool], object]
+SchedulerFactory = Callable[[LoadedModel, InstancePool], Scheduler]
 
 
 class VersionLoader:

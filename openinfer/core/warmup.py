@@ -16,6 +16,7 @@ import numpy as np
 
 from .._proto import model_config_pb2 as mc
 from . import datatypes
+from .backend import ModelInstance
 from .errors import InvalidArgumentError, OpenInferError
 from .model import LoadedModel
 from .responses import StreamSender, UnarySender
@@ -103,7 +104,7 @@ def _request(model: LoadedModel, declared: list[Tensor], undeclared: list[Tensor
     return request
 
 
-async def _run_once(model: LoadedModel, instance, request: InferRequest) -> None:
+async def _run_once(model: LoadedModel, instance: ModelInstance, request: InferRequest) -> None:
     if model.decoupled:
         stream = StreamSender(request)
         await instance.execute([request], [stream])

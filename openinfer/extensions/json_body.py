@@ -22,7 +22,10 @@ def body_object(req: HttpRequest) -> dict[str, Any]:
     return loads_object(req.body)
 
 
-def typed(doc: dict[str, Any], key: str, kind: type, *, required: str | None = None, named: bool = True) -> Any:
+def typed(
+    doc: dict[str, Any], key: str, kind: type[Any], *, required: str | None = None,
+    named: bool = True,
+) -> Any:
     """A member of the expected JSON type (Triton answers a wrong type 500; it is the client's: 400).
     `named`: the message starts `Unable to parse '<key>': `, as Triton's does on most endpoints."""
     if key not in doc:

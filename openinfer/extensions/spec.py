@@ -4,9 +4,14 @@ know which extensions exist."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+
+class HttpInstaller(Protocol):
+    """`install(app, group)`: adds an extension's routes to the KServe HTTP app."""
+
+    def __call__(self, app: Any, group: str | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -16,7 +21,7 @@ class ProtocolExtension:
     #: The `--http-restricted-api` / `--grpc-restricted-protocol` group of its endpoints.
     group: str | None = None
     #: Adds its routes to the KServe HTTP app: `install(app, group)`.
-    http: Callable[[Any, str | None], None] | None = None
+    http: HttpInstaller | None = None
     #: A mixin of the gRPC servicer whose capitalised methods are the extension's RPCs.
     grpc: type | None = None
 

@@ -89,7 +89,7 @@ class LatencyObserver:
         self.windows: dict[str, deque[tuple[float, float]]] = {
             name: deque(maxlen=_SUMMARY_MAX_SAMPLES) for name, _ in SUMMARIES
         }
-        self.totals: dict[str, list[float]] = {name: [0.0, 0] for name, _ in SUMMARIES}  # type: ignore[misc]
+        self.totals: dict[str, list[float]] = {name: [0.0, 0] for name, _ in SUMMARIES}
         self.buckets = [0] * len(HISTOGRAM_BUCKETS_MS)
         self.histogram_sum = 0.0
         self.histogram_count = 0

@@ -38,6 +38,15 @@ def test_ruff_finds_nothing():
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
+def test_mypy_finds_nothing():
+    """The package type-checks as `[tool.mypy]` says, the core with strict's rules."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-error-summary", "--show-error-codes"],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 80
 #: A module or function may be longer when its docstring says why, in a sentence that starts so.

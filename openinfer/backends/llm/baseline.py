@@ -20,6 +20,7 @@ import json
 import multiprocessing
 import statistics
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,7 +159,10 @@ async def _engine_run(model_dir: Path, prompts: list[str], max_tokens: int, conc
         first, count = None, 0
         async for response in sender:  # a response may carry several tokens when the loop lags
             first = first or time.perf_counter()
-            count += sum(int(t.data.sum()) for t in response.outputs if t.name == "num_output_tokens")
+            for t in response.outputs:
+                if t.name == "num_output_tokens":
+                    assert t.data is not None
+                    count += int(t.data.sum())
         return count, ((first or time.perf_counter()) - began) * 1000
 
     queue = list(prompts)
@@ -184,7 +188,9 @@ def main() -> None:
     parser.add_argument("--cpu-threads", type=int, default=1)
     args = parser.parse_args()
     prompts = [f"Request {i}: tell me a story about a cat." for i in range(args.requests)]
-    runs = [(transformers_baseline, {})] + [(engine_baseline, {"concurrency": c}) for c in (1, 8)]
+    runs: list[tuple[Callable[..., BaselineResult], dict[str, Any]]] = (
+        [(transformers_baseline, {})] + [(engine_baseline, {"concurrency": c}) for c in (1, 8)]
+    )
     # each in a fresh process: a model left over from an earlier run skews the next one
     context = multiprocessing.get_context("spawn")
     for function, extra in runs:

@@ -8,6 +8,7 @@ deltas when streaming) exist once.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -208,7 +209,7 @@ def generation_outputs(
     finish_reasons: list[str | None],
     num_input_tokens: int,
     num_output_tokens: list[int],
-    logprobs: list[list[dict[str, Any]] | None] | None = None,
+    logprobs: Sequence[list[dict[str, Any]] | None] | None = None,
     cumulative_logprobs: list[float] | None = None,
 ) -> list[Tensor]:
     """One element per sequence (n > 1 gives n). Unfinished sequences report "None", as

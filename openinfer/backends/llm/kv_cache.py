@@ -29,7 +29,9 @@ def mergeable(cache: Any) -> bool:
     from transformers.cache_utils import DynamicLayer
 
     layers = getattr(cache, "layers", None)
-    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+    if not layers:
+        return False
+    return all(type(layer) is DynamicLayer for layer in layers)
 
 
 def _pad_left(tensor: torch.Tensor, length: int) -> torch.Tensor:

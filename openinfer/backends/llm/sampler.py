@@ -8,6 +8,7 @@ Log-probabilities are those of the raw model output (vLLM's default), ranked 1-b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -115,7 +116,7 @@ def _logprobs(raw: torch.Tensor, token: int, top: int) -> Choice:
     return Choice(token, chosen, rank, best)
 
 
-def sample(logits: torch.Tensor, rows: list[Row], eos_ids: list[int]) -> list[Choice]:
+def sample(logits: torch.Tensor, rows: Sequence[Row], eos_ids: list[int]) -> list[Choice]:
     """One token per row of `logits` [rows, vocab]."""
     logits = logits.float()
     choices: list[Choice | None] = [None] * len(rows)

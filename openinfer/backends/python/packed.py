@@ -94,7 +94,7 @@ class _Packer:
             size = array.nbytes
             if size < self.threshold:
                 self.chunks.append(array.tobytes())  # C order, whatever the array's strides
-                where: int | str = size
+                where: int | str | None = size
             else:
                 where = self.echo(array) if self.echo is not None else None
                 if where is None:

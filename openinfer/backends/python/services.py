@@ -33,7 +33,7 @@ def model_log(level: int, message: str, filename: str, line: int) -> None:
     if not _model_log.isEnabledFor(python_level):
         return
     record = _model_log.makeRecord(f"{filename}:{line}" if filename else "model.py", python_level,
-                                   filename, line, message, None, None)
+                                   filename, line, message, (), None)
     _model_log.handle(record)
 
 

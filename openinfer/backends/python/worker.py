@@ -18,13 +18,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import functools
+import io
 import os
 import signal
 import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from ..._malloc import tune_malloc
 from ...core import heap
@@ -350,7 +351,7 @@ def main() -> None:
     # A model's prints reach the server's log a line at a time, each line in one write: unbuffered,
     # a print's text and its newline were two writes, and the server's own lines fell between.
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(line_buffering=True, write_through=False)
+        cast(io.TextIOWrapper, stream).reconfigure(line_buffering=True, write_through=False)
     # As Triton's stub: a Ctrl-C or SIGTERM meant for the server's process group must not end
     # the worker before the server has had it finalize the model.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

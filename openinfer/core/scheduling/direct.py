@@ -10,6 +10,8 @@ from .execute import run_batch
 
 
 class DirectScheduler(Scheduler):
+    pool: InstancePool
+
     def __init__(self, pool: InstancePool, stats: ModelStats, model_name: str) -> None:
         self.pool = pool
         self.stats = stats

@@ -26,7 +26,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +102,7 @@ class BatchShape:
         return True
 
 
-def plan_batch(entries, limit: int, preferred: list[int], shape: BatchShape) -> BatchPlan:
+def plan_batch(entries: Iterable[Entry], limit: int, preferred: list[int], shape: BatchShape) -> BatchPlan:
     """Walk the queue head in batch order and see how large a batch it allows."""
     plan = BatchPlan()
     first: InferRequest | None = None
@@ -129,6 +129,8 @@ def plan_batch(entries, limit: int, preferred: list[int], shape: BatchShape) -> 
 class DynamicBatcher(Scheduler):
     """Queues requests by priority and sends them to free instances in batches."""
 
+    pool: InstancePool
+
     def __init__(self, config: mc.ModelConfig, pool: InstancePool, stats: ModelStats) -> None:
         settings = config.dynamic_batching
         self.model_name = config.name
@@ -143,7 +145,7 @@ class DynamicBatcher(Scheduler):
         self.ordering = OrderedRelease() if settings.preserve_ordering else None
         self._arrived = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[bool]] = set()
         self._stopped = False
         #: With no queue delay and instances that are costly to reach (see `gather`).
         self.gather = LoopGather() if self.delay_ns == 0 and pool.costly_dispatch else None

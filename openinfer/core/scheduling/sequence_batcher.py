@@ -239,7 +239,8 @@ class SequenceBatcher(Scheduler):
 
     # ---------------------------------------------------------------- execution
     async def run(
-        self, instance: ModelInstance, rows: list[Sequence | None], ordering: OrderedRelease | None
+        self, instance: ModelInstance, rows: list[Sequence] | list[Sequence | None],
+        ordering: OrderedRelease | None,
     ) -> None:
         """Execute the next request of each sequence as one batch, in row order; a None row is
         a slot without a request, filled with a null request (the direct strategy's)."""

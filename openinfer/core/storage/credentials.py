@@ -91,6 +91,7 @@ def lookup(cloud: str, path: str) -> Any:
     matches = [name for name in (section or {}) if path.startswith(name)]
     if not matches:
         raise ValueError(f"Cannot match credential for path  {path}")
+    assert section is not None  # a name matched in it
     return section[max(matches, key=len)]
 
 

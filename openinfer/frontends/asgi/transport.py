@@ -16,11 +16,11 @@ outermost one (the KServe app is; the OpenAI app only uses its guard).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from types import TracebackType
 from typing import Any
 
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
 Buffer = bytes | bytearray | memoryview
@@ -37,7 +37,9 @@ class BodyIncomplete(Exception):
     """The client left before its body was complete."""
 
 
-def transport_of(scope: dict[str, Any], receive: Receive, send: Send | None = None) -> Transport:
+def transport_of(
+    scope: MutableMapping[str, Any], receive: Receive, send: Send | None = None
+) -> Transport:
     """The request's adapter: the listener's own, or a plain ASGI one kept in the scope."""
     transport = scope.get(SCOPE_KEY)
     if transport is None:
@@ -94,7 +96,9 @@ class Transport:
 
     __slots__ = ("_guard", "_left", "_watcher", "receive", "scope", "send")
 
-    def __init__(self, scope: dict[str, Any], receive: Receive, send: Send | None) -> None:
+    def __init__(
+        self, scope: MutableMapping[str, Any], receive: Receive, send: Send | None
+    ) -> None:
         self.scope = scope
         self.receive = receive
         self.send = send
@@ -133,7 +137,7 @@ class Transport:
 
     async def discard_body(self) -> None:
         """Read and drop what is left of the body (an answer that needs none of it)."""
-        message: dict[str, Any] = {"more_body": True}
+        message: MutableMapping[str, Any] = {"more_body": True}
         while message.get("more_body"):
             message = await self.receive()
             if message.get("type") == "http.disconnect":

@@ -14,6 +14,7 @@ import functools
 import inspect
 import logging
 import os
+from typing import Any
 
 log = logging.getLogger("openinfer.http")
 
@@ -98,8 +99,8 @@ def _version(text: str) -> tuple[int, int] | None:
         return None
 
 
-def _protocol(uvicorn, protocol_class, server_state_class):  # type: ignore[no-untyped-def]
-    async def app(scope, receive, send):  # type: ignore[no-untyped-def]  # never called
+def _protocol(uvicorn: Any, protocol_class: Any, server_state_class: Any) -> Any:
+    async def app(scope: Any, receive: Any, send: Any) -> None:  # never called
         return None
 
     config = uvicorn.Config(app, http="httptools", loop="none", lifespan="off", log_config=None)
@@ -110,9 +111,9 @@ def _protocol(uvicorn, protocol_class, server_state_class):  # type: ignore[no-u
         loop.close()
 
 
-def _cycle(cycle_class):  # type: ignore[no-untyped-def]
+def _cycle(cycle_class: Any) -> Any:
     """A cycle built from its constructor's own parameter names (values are never used)."""
-    values = {
+    values: dict[str, Any] = {
         "scope": {}, "transport": None, "flow": None, "logger": log, "access_logger": log,
         "access_log": False, "default_headers": [], "message_event": None,
         "expect_100_continue": False, "keep_alive": True, "on_response": lambda: None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
@@ -165,7 +165,7 @@ class _WholeResponseWrites:
         self.flush()
         self._transport.close()
 
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
 
@@ -211,8 +211,9 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             cycle, writer = self.cycle, self._writer
             if cycle is not None and writer is not None:
                 adapter = FastTransport(cycle, writer)
-                cycle.scope[SCOPE_KEY] = adapter
-                cycle.transport, cycle.on_response = writer, adapter.response_done
+                cast("dict[str, Any]", cycle.scope)[SCOPE_KEY] = adapter
+                cycle.transport = cast(asyncio.Transport, writer)
+                cycle.on_response = adapter.response_done
                 if cycle.more_body:
                     self._arm()
 
@@ -228,7 +229,7 @@ def protocol_class(timeout: float = DEFAULT_TIMEOUT_SECS) -> type[asyncio.Protoc
             cycle, writer = self.cycle, self._writer
             super().connection_lost(exc)
             if cycle is not None:
-                cycle.scope.pop(SCOPE_KEY, None)
+                cast("dict[str, Any]", cycle.scope).pop(SCOPE_KEY, None)
             if writer is not None and writer.guarded is not None:
                 writer.guarded.connection_lost()
 

@@ -13,7 +13,7 @@ response as its field 2, so the same pieces follow that field's key and length.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from ..._proto import grpc_service_pb2 as pb
 
@@ -69,7 +69,7 @@ def stream_reply(response: pb.ModelInferResponse | TailedResponse) -> Any:
     """A stream's reply carrying `response`, tailed where the response is."""
     if type(response) is TailedResponse:
         return TailedStreamResponse(response.message, response.raw)
-    return pb.ModelStreamInferResponse(infer_response=response)
+    return pb.ModelStreamInferResponse(infer_response=cast(pb.ModelInferResponse, response))
 
 
 def serializer(write: Any) -> Any:

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -328,7 +328,12 @@ class HealthServicer(health_pb2_grpc.HealthServicer):
         return health_pb2.HealthCheckResponse(status=status)
 
 
-def guarded(servicer_cls: type, access: AccessPolicy, groups: dict[str, str] | None = None) -> type:
+_S = TypeVar("_S")
+
+
+def guarded(
+    servicer_cls: type[_S], access: AccessPolicy, groups: dict[str, str] | None = None
+) -> type[_S]:
     """A subclass whose every RPC (those of `groups`, by default the protocol's own) goes
     through the guard (restrictions + error mapping)."""
     groups = RPC_GROUPS if groups is None else groups
@@ -344,7 +349,7 @@ def guarded(servicer_cls: type, access: AccessPolicy, groups: dict[str, str] | N
             namespace[name] = guard.stream(name, fn)
         else:
             namespace[name] = guard.unary(name, fn)
-    return type(f"Guarded{servicer_cls.__name__}", (servicer_cls,), namespace)
+    return cast("type[_S]", type(f"Guarded{servicer_cls.__name__}", (servicer_cls,), namespace))
 
 
 GRPC_OPTIONS = [
@@ -353,14 +358,16 @@ GRPC_OPTIONS = [
 ]
 
 
-def compose_servicer(rpcs: Sequence[tuple[type, str | None]]) -> tuple[type, dict[str, str]]:
+def compose_servicer(
+    rpcs: Sequence[tuple[type, str | None]],
+) -> tuple[type[InferenceServicer], dict[str, str]]:
     """The servicer class with the extensions' RPC mixins, and every RPC's restricted group."""
     groups = dict(RPC_GROUPS)
     for mixin, group in rpcs:
         for name in (n for n in vars(mixin) if n[:1].isupper()):
             groups[name] = group or ""
     bases = (*(mixin for mixin, _ in rpcs), InferenceServicer)
-    return type("InferenceServicer", bases, {}), groups
+    return cast("type[InferenceServicer]", type("InferenceServicer", bases, {})), groups
 
 
 @dataclass(frozen=True)
@@ -387,7 +394,7 @@ async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPo
     servicer_cls = guarded(servicer_cls, access, groups)
     servicer_cls.header_forward = forward_pattern(header_forward)
     servicer_cls.response_compression = {grpc.Compression.Gzip: "gzip", grpc.Compression.Deflate: "deflate"}.get(
-        compression  # type: ignore[arg-type]
+        compression
     )
     registry = _TolerantRegistry(grpc_server)
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), registry)

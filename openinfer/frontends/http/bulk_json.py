@@ -19,7 +19,7 @@ import numpy as np
 try:
     import simdjson
 except ImportError:  # optional speed-up; the orjson path serves every request without it
-    simdjson = None
+    simdjson = None  # type: ignore[assignment]
 
 # Below this size orjson alone is faster than building simdjson's proxies.
 MIN_BODY_BYTES = 32 * 1024

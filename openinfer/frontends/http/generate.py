@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
@@ -41,7 +41,7 @@ def to_request(server: Any, name: str, version: str, body: bytes, stream: bool) 
         doc = json.loads(body, object_pairs_hook=_KeyedObject.of)
     except (ValueError, RecursionError) as exc:
         raise InvalidArgumentError(f"failed to parse the request JSON buffer: {exc}") from None
-    if not isinstance(doc, dict):
+    if not isinstance(doc, _KeyedObject):  # the hook makes every JSON object one
         raise InvalidArgumentError("generate request body must be a JSON object")
     model = server.model(name, version)
     for key in doc.repeated:  # Triton's words for an input given twice
@@ -147,7 +147,7 @@ def install(app: HttpApp) -> None:
     app.add_route(_MODEL + r"/generate_stream", "POST", "inference", generate_stream)
 
 
-async def _events(server: Any, request: InferRequest) -> AsyncIterator[bytes]:
+async def _events(server: Any, request: InferRequest) -> AsyncGenerator[bytes, None]:
     try:
         async for response in server.infer_stream(request):
             if response.error is not None:

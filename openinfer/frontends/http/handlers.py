@@ -67,7 +67,7 @@ async def infer(app: HttpApp, req: HttpRequest) -> HttpResponse:
             raise
         response = await app.server.infer(request, protocol=Protocol.HTTP)
     except OpenInferError as exc:
-        log_failure(request.id if request is not None else getattr(exc, "request_id", None), exc.message)
+        log_failure(request.id if request is not None else exc.request_id, exc.message)
         raise
     return encode_infer(req, response, binary_default)
 

@@ -179,9 +179,9 @@ def digest(response: InferResponse) -> Step:
     parameters = response.parameters
     if parameters:
         if step.finish_reason is None:
-            value = parameters.get("finish_reason")
-            if isinstance(value, (str, bytes)) and value:
-                step.finish_reason = value.decode() if isinstance(value, bytes) else value
+            reason = parameters.get("finish_reason")
+            if isinstance(reason, (str, bytes)) and reason:
+                step.finish_reason = reason.decode() if isinstance(reason, bytes) else reason
         cached = parameters.get("num_cached_tokens")
         if isinstance(cached, int) and not isinstance(cached, bool):
             step.cached_tokens = cached

@@ -15,7 +15,7 @@ the request in the core.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from typing import Any
 
 import orjson
@@ -47,7 +47,9 @@ class EventStream(Response):
         self.typed = typed
         self.background = None
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+    async def __call__(
+        self, scope: MutableMapping[str, Any], receive: Callable, send: Callable
+    ) -> None:
         chunks = self.chunks
         try:
             with transport_of(scope, receive).cancel_on_disconnect() as guard:

@@ -185,7 +185,8 @@ async def serve(config: FrontendConfig, listening: socket.socket, channel_socket
 
 def _read_config(sock: socket.socket) -> FrontendConfig:
     """The channel's first frame, read before the loop starts."""
-    frames, messages = Frames(), []
+    frames = Frames()
+    messages: list[tuple] = []
     while not messages:
         chunk = sock.recv(65536)
         if not chunk:

@@ -21,7 +21,7 @@ def _pack_array(array: np.ndarray | None) -> tuple[str, Any] | None:
     if array.dtype == object:
         return ("O", array.ravel().tolist())
     if array.flags.c_contiguous and array.size:  # marshal writes the bytes where they lie: no copy first
-        return (array.dtype.str, memoryview(array).cast("B"))
+        return (array.dtype.str, array.data.cast("B"))
     return (array.dtype.str, array.tobytes())
 
 

@@ -47,7 +47,7 @@ def _subtask(context: FunctionContext) -> int:
     return context.get_index_of_this_subtask() or 0
 
 
-class AsyncTritonFunction(AsyncScalarFunction):  # type: ignore[misc]
+class AsyncTritonFunction(AsyncScalarFunction):
     """`m(col)` in async mode: awaits one inference request per row."""
 
     def __init__(self, spec: TritonModelSpec) -> None:
@@ -67,7 +67,7 @@ class AsyncTritonFunction(AsyncScalarFunction):  # type: ignore[misc]
             self._client.close()
 
 
-class _BlockingTritonFunction(ScalarFunction):  # type: ignore[misc]
+class _BlockingTritonFunction(ScalarFunction):
     """Shared lifecycle of the blocking modes: a private event loop per function instance."""
 
     def __init__(self, spec: TritonModelSpec) -> None:

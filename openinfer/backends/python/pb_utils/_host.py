@@ -69,7 +69,7 @@ class _Detached:
         print(message, flush=True)
 
 
-_process_host: Host = _Detached()  # type: ignore[assignment]
+_process_host: Host = _Detached()
 _context_host: contextvars.ContextVar[Host | None] = contextvars.ContextVar("pb_utils_host", default=None)
 
 

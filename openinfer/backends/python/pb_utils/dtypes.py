@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def numpy_to_triton_type(data_type: Any) -> int | None:
 
 
 def protocol_name(number: int) -> str:
-    return _PROTOCOL_NAMES[number] if 0 < number < len(_PROTOCOL_NAMES) else "INVALID"
+    return cast(str, _PROTOCOL_NAMES[number]) if 0 < number < len(_PROTOCOL_NAMES) else "INVALID"
 
 
 def serialize_byte_tensor(input_tensor: np.ndarray) -> bytes | tuple | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from typing import TypeAlias
 
 from . import _host
 from .errors import require
@@ -26,7 +27,7 @@ def _caller() -> tuple[str, int]:
 class Logger:
     """Static methods, as Triton's; the levels are also attributes (`Logger.INFO`)."""
 
-    LogLevel = LogLevel
+    LogLevel: TypeAlias = LogLevel
     INFO = LogLevel.INFO
     WARNING = LogLevel.WARNING
     ERROR = LogLevel.ERROR

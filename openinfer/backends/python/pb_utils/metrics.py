@@ -7,6 +7,7 @@ model add up, and a handle that is garbage-collected releases its series as Trit
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 from . import _host
 from .errors import TritonModelException
@@ -51,7 +52,7 @@ class MetricFamily:
     HISTOGRAM = MetricKind.HISTOGRAM
 
     def __init__(self, name: str, description: str, kind: MetricKind) -> None:
-        self._id = None
+        self._id: int | None = None
         self._host = _host.current()
         self._kind = MetricKind(kind)
         self._id = _call(self._host, "Error when creating MetricFamily: ", "metric_family", str(name),
@@ -75,7 +76,7 @@ class MetricFamily:
             _release(self._host, "metric_family_release", self._id)
 
 
-def _call(host: _host.Host, prefix: str, kind: str, *args: object) -> object:
+def _call(host: _host.Host, prefix: str, kind: str, *args: object) -> Any:
     try:
         return host.call(kind, *args)
     except TritonModelException as exc:

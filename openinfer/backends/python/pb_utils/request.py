@@ -101,7 +101,7 @@ class InferenceRequest:
             json.loads(parameters_json(parameters)),
             int(model_version),
         )
-        self._trace = trace or InferenceTrace()
+        self._trace: InferenceTrace | None = trace or InferenceTrace()
 
     def _set(
         self,

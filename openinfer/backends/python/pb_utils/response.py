@@ -37,7 +37,7 @@ class InferenceResponse:
 
     def __init__(
         self,
-        output_tensors: list[Tensor] = (),  # type: ignore[assignment]
+        output_tensors: list[Tensor] | tuple[()] = (),
         error: TritonError | None = None,
         parameters: dict | None = None,
     ) -> None:

@@ -177,4 +177,5 @@ def _prompt_total(counts: list[int | None], prompts: list[str], tokenizer: Any) 
 
 def _cached_total(counts: list[int | None]) -> int | None:
     """Cached prompt tokens over the prompts, when the model reported them for each."""
-    return None if any(count is None for count in counts) else sum(counts)  # type: ignore[misc]
+    known = [count for count in counts if count is not None]
+    return sum(known) if len(known) == len(counts) else None

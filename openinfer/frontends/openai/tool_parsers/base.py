@@ -9,6 +9,7 @@ import string
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 #: The keys a `{"name": ..., <key>: {...}}` call object may carry its arguments under, in order.
 ARGUMENT_KEYS = ("arguments", "parameters")
@@ -39,7 +40,7 @@ def call_from_object(obj: object, new_id: Callable[[], str], *, ascii_only: bool
     """A `{"name": f, "arguments"|"parameters": {...}}` object as a call; None when it is not one."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
-    args = next((obj[key] for key in ARGUMENT_KEYS if key in obj), {})
+    args: Any = next((obj[key] for key in ARGUMENT_KEYS if key in obj), {})
     arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=ascii_only)
     return ToolCall(new_id(), obj["name"], arguments)
 

@@ -25,7 +25,8 @@ BOT = "<|python_tag|>"
 
 def _decode_calls(text: str) -> list[ToolCall] | None:
     decoder = json.JSONDecoder()
-    calls, pos = [], 0
+    calls: list[ToolCall] = []
+    pos = 0
     while True:
         while pos < len(text) and text[pos] in " \t\r\n;":
             pos += 1
