@@ -124,7 +124,7 @@ def test_answers_held_until_the_next_request_never_push_inputs_out_of_the_ring(r
     for batch in range(shared_ring.ARENA_SIZE // values.nbytes + 8):  # more than a lap
         if batch % 2:
             held = None  # nothing is held: this input starts the ring over
-            gc.collect()
+            assert to_worker.free() == shared_ring.ARENA_SIZE
         head = to_worker.head
         held = round_trip(rings, batch, values)  # the previous answer goes as this one is kept
         assert to_worker.head > head, f"batch {batch}'s input missed the ring"
