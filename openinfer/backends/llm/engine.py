@@ -313,12 +313,17 @@ class GenerationEngine(EngineThread):
             self._mask = torch.cat([self._mask, torch.ones(batch, 1, dtype=torch.long)], dim=1)
             padding["attention_mask"] = self._mask
         infer_start = time.perf_counter_ns()
-        adapters = [s.group.adapter for s in rows]
-        out = self._forward(input_ids, self._cache, adapters, position_ids=positions, **padding)
+        decoder = self.lm.decoder
+        if decoder is not None and self._joinable:
+            logits = decoder(input_ids, positions, self._cache, self._mask)
+        else:
+            adapters = [s.group.adapter for s in rows]
+            out = self._forward(input_ids, self._cache, adapters, position_ids=positions, **padding)
+            logits = out.logits[:, -1, :]
         infer_end = time.perf_counter_ns()
         for seq in rows:
             seq.position += 1
-        self._accept(rows, sample(out.logits[:, -1, :], rows, self.lm.eos_ids))
+        self._accept(rows, sample(logits, rows, self.lm.eos_ids))
         caught_up = self.loop_caught_up()  # else deltas wait in their sequences and go out merged
         for group in dict.fromkeys(s.group for s in rows):
             if caught_up or group.finished:

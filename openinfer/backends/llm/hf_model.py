@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import InvalidArgumentError, UnavailableError
+from . import llama_decode
 from .interface import EMBED, GENERATE
 from .model_files import ModelFiles
 from .sampling import generation_defaults
@@ -43,6 +44,8 @@ class HFModel:
     vocab_size: int = 0
     #: Whether this model's caches join a running batch (kv_cache.mergeable); None until warm_up.
     joinable_cache: bool | None = None
+    #: What computes a decode step instead of transformers' forward (`llama_decode`), if anything.
+    decoder: Any = None
 
     @property
     def peft(self) -> bool:
@@ -143,6 +146,7 @@ def load(files: ModelFiles, model_name: str) -> HFModel:
         or min(getattr(tokenizer, "model_max_length", 2048), 1 << 20)
     )
     forward = inspect.signature((model.get_base_model() if loras else model).forward).parameters
+    own_decode = task == GENERATE and not loras and args.get("llama_decode", True) is not False
     return HFModel(
         task=task,
         model=model,
@@ -156,6 +160,7 @@ def load(files: ModelFiles, model_name: str) -> HFModel:
         pooling=_pooling(files) if task == EMBED else "mean",
         normalize=bool(args.get("normalize", True)),
         vocab_size=int(getattr(config, "vocab_size", 0) or len(tokenizer)),
+        decoder=llama_decode.decoder_for(model) if own_decode else None,
     )
 
 

@@ -27,7 +27,7 @@ from .sampling import SamplingParams, load_parameters, parse_sampling
 log = logging.getLogger("openinfer.llm")
 
 #: model.json keys that are ours, not vLLM engine arguments
-_OUR_KEYS = {"cpu_threads", "normalize", "pooling"}
+_OUR_KEYS = {"cpu_threads", "llama_decode", "normalize", "pooling"}
 
 
 def unavailable_reason() -> str | None:

@@ -1,0 +1,102 @@
+"""The engine's own Llama decode step against transformers' forward, on the tiny Llama.
+
+The tiny Llama has grouped-query attention (4 heads over 2 key/value heads), so the shared heads
+are covered. Each comparison runs the same steps through two caches that start from one prefill,
+one per path, with rows of different lengths (a padded batch, as the engine runs it).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForCausalLM, DynamicCache  # noqa: E402
+
+from openinfer.backends.llm import hf_model, llama_decode  # noqa: E402
+from openinfer.backends.llm.model_files import ModelFiles  # noqa: E402
+from tests.llm.test_engine_prefill import GREEDY, PROMPTS, Run  # noqa: E402
+from tests.llm_fixtures import llm_assets  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def model():
+    return AutoModelForCausalLM.from_pretrained(str(llm_assets().llama), dtype=torch.float32).eval()
+
+
+def _prefill(model, prompts: list[list[int]]) -> tuple[DynamicCache, torch.Tensor, torch.Tensor]:
+    """The prompts left-padded into one batch: its cache, attention mask and next tokens."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache = DynamicCache()
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+    return cache, mask, out.logits[:, -1, :].argmax(-1, keepdim=True)
+
+
+def test_a_plain_llama_gets_the_decoder_and_a_wrapped_one_does_not(model):
+    assert isinstance(llama_decode.decoder_for(model), llama_decode.LlamaDecoder)
+    wrapped = copy.deepcopy(model)
+    wrapped.model.layers[1].mlp = torch.nn.Sequential(wrapped.model.layers[1].mlp)
+    assert llama_decode.decoder_for(wrapped) is None  # a module it does not know: transformers' forward
+    silu = copy.deepcopy(model)
+    silu.config.hidden_act = "gelu"
+    assert llama_decode.decoder_for(silu) is None
+    assert llama_decode.decoder_for(torch.nn.Linear(2, 2)) is None
+
+
+def test_decode_steps_give_transformers_logits_over_a_padded_batch(model):
+    decoder = llama_decode.decoder_for(model)
+    prompts = [[5, 9, 11], [7, 3, 8, 12, 30, 4, 2], [14, 15]]
+    with torch.inference_mode():
+        theirs, mask, token = _prefill(model, prompts)
+        ours = copy.deepcopy(theirs)
+        our_token = token
+        positions = torch.tensor([[len(p)] for p in prompts])
+        for _ in range(6):
+            mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.long)], dim=1)
+            expected = model(input_ids=token, position_ids=positions, attention_mask=mask, cache=theirs,
+                             use_cache=True).logits[:, -1, :]
+            got = decoder(our_token, positions, ours, mask)
+            torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+            token, our_token = expected.argmax(-1, keepdim=True), got.argmax(-1, keepdim=True)
+            assert torch.equal(token, our_token)
+            positions = positions + 1
+        for layer in range(len(model.model.layers)):  # the same keys and values were cached
+            torch.testing.assert_close(ours.layers[layer].keys, theirs.layers[layer].keys)
+            torch.testing.assert_close(ours.layers[layer].values, theirs.layers[layer].values)
+
+
+def test_rows_of_one_length_need_no_mask(model):
+    decoder = llama_decode.decoder_for(model)
+    with torch.inference_mode():
+        theirs, mask, token = _prefill(model, [[5, 9, 11], [7, 3, 8]])
+        ours = copy.deepcopy(theirs)
+        positions = torch.tensor([[3], [3]])
+        expected = model(input_ids=token, position_ids=positions, cache=theirs, use_cache=True).logits[:, -1, :]
+        torch.testing.assert_close(decoder(token, positions, ours, None), expected, rtol=1e-5, atol=1e-5)
+
+
+async def test_the_engine_gives_the_same_tokens_with_transformers_decode():
+    path = str(llm_assets().llama)
+
+    def load(**extra):
+        lm = hf_model.load(ModelFiles(path, path, {"model": path, "cpu_threads": 1, **extra}), "tiny_llama")
+        hf_model.warm_up(lm)
+        return lm
+
+    ours, theirs = load(), load(llama_decode=False)
+    assert ours.decoder is not None and theirs.decoder is None
+    steps: list[int] = []
+    decoder = ours.decoder
+    ours.decoder = lambda ids, *rest: steps.append(len(ids)) or decoder(ids, *rest)
+
+    params = {**GREEDY, "max_tokens": 12}
+    mine = await Run(ours, prefix_cache=None).together(PROMPTS, params)
+    assert mine == await Run(theirs, prefix_cache=None).together(PROMPTS, params)
+    assert all(len(tokens) == 12 for tokens in mine)
+    assert steps and max(steps) == len(PROMPTS)  # the decode steps of the whole batch ran through it
