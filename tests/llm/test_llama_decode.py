@@ -71,6 +71,18 @@ def test_decode_steps_give_transformers_logits_over_a_padded_batch(model):
             torch.testing.assert_close(ours.layers[layer].values, theirs.layers[layer].values)
 
 
+def test_a_prefill_of_prompts_of_one_length_gives_transformers_logits_and_cache(model):
+    decoder = llama_decode.decoder_for(model)
+    ids = torch.tensor([[5, 9, 11, 40, 41], [7, 3, 8, 12, 30]])
+    with torch.inference_mode():
+        theirs, ours = DynamicCache(), DynamicCache()
+        expected = model(input_ids=ids, cache=theirs, use_cache=True).logits[:, -1, :]
+        torch.testing.assert_close(decoder.prefill(ids, ours), expected, rtol=1e-5, atol=1e-5)
+        for layer in range(len(model.model.layers)):
+            torch.testing.assert_close(ours.layers[layer].keys, theirs.layers[layer].keys)
+            torch.testing.assert_close(ours.layers[layer].values, theirs.layers[layer].values)
+
+
 def test_rows_of_one_length_need_no_mask(model):
     decoder = llama_decode.decoder_for(model)
     with torch.inference_mode():
@@ -91,12 +103,29 @@ async def test_the_engine_gives_the_same_tokens_with_transformers_decode():
 
     ours, theirs = load(), load(llama_decode=False)
     assert ours.decoder is not None and theirs.decoder is None
-    steps: list[int] = []
-    decoder = ours.decoder
-    ours.decoder = lambda ids, *rest: steps.append(len(ids)) or decoder(ids, *rest)
+    steps: list[int] = []  # rows of each decode step through the decoder
+    prefills: list[int] = []  # rows of each prefill through it
+
+    class Counting:
+        def __init__(self, decoder: llama_decode.LlamaDecoder) -> None:
+            self.decoder = decoder
+
+        def __call__(self, ids, *rest):
+            steps.append(len(ids))
+            return self.decoder(ids, *rest)
+
+        def prefill(self, ids, cache):
+            prefills.append(len(ids))
+            return self.decoder.prefill(ids, cache)
+
+    ours.decoder = Counting(ours.decoder)
 
     params = {**GREEDY, "max_tokens": 12}
     mine = await Run(ours, prefix_cache=None).together(PROMPTS, params)
     assert mine == await Run(theirs, prefix_cache=None).together(PROMPTS, params)
     assert all(len(tokens) == 12 for tokens in mine)
     assert steps and max(steps) == len(PROMPTS)  # the decode steps of the whole batch ran through it
+    assert not prefills  # prompts of different lengths: a padded prefill, transformers' forward
+    alone = await Run(ours, prefix_cache=None).one_by_one(PROMPTS, params)
+    assert alone == await Run(theirs, prefix_cache=None).one_by_one(PROMPTS, params)
+    assert prefills == [1] * len(PROMPTS)  # one prompt at a time: each through the decoder

@@ -273,7 +273,8 @@ class GenerationEngine(EngineThread):
     def _prefill(self, batch: list[tuple[Group, prefill.PrefillRow]], outbox: Outbox) -> None:
         start = time.perf_counter_ns()
         extra = {"logits_to_keep": 1} if self.lm.logits_to_keep else {}
-        logits, cache, mask = prefill.run(self._forward, [row for _, row in batch], **extra)
+        rows = [row for _, row in batch]
+        logits, cache, mask = prefill.run(self._forward, rows, self.lm.decoder, **extra)
         infer_end = time.perf_counter_ns()
         if self._joinable is None:
             self._joinable = kv_cache.mergeable(cache)

@@ -63,10 +63,11 @@ def padded_tokens(rows: list[PrefillRow]) -> int:
 
 
 def run(
-    forward: Forward, rows: list[PrefillRow], **model_kwargs: Any
+    forward: Forward, rows: list[PrefillRow], decoder: Any = None, **model_kwargs: Any
 ) -> tuple[torch.Tensor, Any, torch.Tensor | None]:
     """Each row's logits for its next token, and the batch's cache and mask in the running
-    batch's layout (mask None when no row is padded)."""
+    batch's layout (mask None when no row is padded). `decoder` (`llama_decode`) takes a batch
+    with neither padding nor a cached prefix instead of `forward`."""
     from transformers import DynamicCache
 
     count = len(rows)
@@ -81,6 +82,8 @@ def run(
         new = torch.tensor(row.ids[row.cached :], dtype=torch.long)
         input_ids[i, longest_new - row.new_tokens :] = new
     uniform = all(row.cached == longest_prefix and row.new_tokens == longest_new for row in rows)
+    if decoder is not None and uniform and not longest_prefix:
+        return decoder.prefill(input_ids, cache), cache, None
     mask = None
     if not uniform:  # else the model's own positions (cache length onwards) and no mask are right
         mask, positions = _mask_and_positions(rows, longest_prefix, longest_new)
