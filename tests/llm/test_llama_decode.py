@@ -83,6 +83,44 @@ def test_a_prefill_of_prompts_of_one_length_gives_transformers_logits_and_cache(
             torch.testing.assert_close(ours.layers[layer].values, theirs.layers[layer].values)
 
 
+def _tiny(family: str, **extra):
+    """A random two-layer model of `family` (Llama's layer shape), grouped-query heads."""
+    import transformers
+
+    config = getattr(transformers, f"{family}Config")(
+        vocab_size=120, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, **extra,
+    )
+    torch.manual_seed(0)
+    return getattr(transformers, f"{family}ForCausalLM")(config).eval()
+
+
+@pytest.mark.parametrize("family, extra", [("Mistral", {"sliding_window": None}), ("Qwen2", {})])
+def test_mistral_and_qwen2_without_a_sliding_window_compute_as_transformers(family, extra):
+    model = _tiny(family, **extra)
+    decoder = llama_decode.decoder_for(model)
+    assert decoder is not None
+    if family == "Qwen2":
+        assert model.model.layers[0].self_attn.q_proj.bias is not None  # its biases are used
+    prompts = [[5, 9, 11], [7, 3, 8, 12, 30]]
+    with torch.inference_mode():
+        theirs, mask, token = _prefill(model, prompts)
+        ours = copy.deepcopy(theirs)
+        positions = torch.tensor([[len(p)] for p in prompts])
+        mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=torch.long)], dim=1)
+        expected = model(input_ids=token, position_ids=positions, attention_mask=mask, cache=theirs,
+                         use_cache=True).logits[:, -1, :]
+        torch.testing.assert_close(decoder(token, positions, ours, mask), expected, rtol=1e-5, atol=1e-5)
+        ids = torch.tensor([[5, 9, 11, 40]])
+        expected = model(input_ids=ids, cache=DynamicCache(), use_cache=True).logits[:, -1, :]
+        torch.testing.assert_close(decoder.prefill(ids, DynamicCache()), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_sliding_window_keeps_transformers_forward():
+    assert llama_decode.decoder_for(_tiny("Mistral", sliding_window=16)) is None
+    assert llama_decode.decoder_for(_tiny("Qwen2", use_sliding_window=True, sliding_window=16)) is None
+
+
 def test_rows_of_one_length_need_no_mask(model):
     decoder = llama_decode.decoder_for(model)
     with torch.inference_mode():

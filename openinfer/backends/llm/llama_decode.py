@@ -11,8 +11,9 @@ prompt, or several of one length) goes the same way: 1,073 µs through transform
 16-token prompt. Other prefills, LoRA adapters and every other architecture keep transformers'
 forward.
 
-Only a plain Llama qualifies (`decoder_for` checks): its own layer classes, SiLU, no tensor-
-parallel split of the projections. Its numerics follow transformers' Llama: RMSNorm computed in
+Only a plain Llama qualifies (`decoder_for` checks), or a Mistral or Qwen2 without a sliding
+window, whose layers compute the same: their own layer classes, SiLU, no tensor-parallel split of
+the projections. Its numerics follow transformers' Llama: RMSNorm computed in
 float32, rotary embeddings from the model's own `rotary_emb` (so rope scaling is its), scaled
 dot-product attention over the cached keys, grouped-query heads shared. The attributes read here
 are those of transformers 5's `modeling_llama`; where a release names them otherwise, the model
@@ -26,12 +27,17 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
-#: The module classes a layer must be made of exactly (a wrapper, such as peft's, disqualifies).
+#: The causal LMs whose decoder layer is Llama's, by the prefix of their module classes: Mistral
+#: and Qwen2 differ only in a sliding window (refused below) and Qwen2's q/k/v biases (carried by
+#: the projections themselves).
+_FAMILIES = {"LlamaForCausalLM": "Llama", "MistralForCausalLM": "Mistral", "Qwen2ForCausalLM": "Qwen2"}
+#: The module classes a layer must be made of exactly, after the family's prefix (a wrapper, such
+#: as peft's, disqualifies).
 _LAYER_CLASSES = {
-    "input_layernorm": "LlamaRMSNorm",
-    "post_attention_layernorm": "LlamaRMSNorm",
-    "self_attn": "LlamaAttention",
-    "mlp": "LlamaMLP",
+    "input_layernorm": "RMSNorm",
+    "post_attention_layernorm": "RMSNorm",
+    "self_attn": "Attention",
+    "mlp": "MLP",
 }
 #: The projections each of those holds, plain `torch.nn.Linear`s (a quantized one disqualifies).
 _LINEARS = {"self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"), "mlp": ("gate_proj", "up_proj", "down_proj")}
@@ -128,20 +134,24 @@ class LlamaDecoder:
 
 
 def decoder_for(model: Any) -> LlamaDecoder | None:
-    """A `LlamaDecoder` over `model`'s weights, or None where the model is not a plain Llama."""
-    if type(model).__name__ != "LlamaForCausalLM":
+    """A `LlamaDecoder` over `model`'s weights, or None where the model is not a plain Llama
+    (or a Mistral or Qwen2 without a sliding window, which compute the same)."""
+    family = _FAMILIES.get(type(model).__name__)
+    if family is None:
         return None
     config = model.config
     if getattr(config, "hidden_act", None) != "silu" or getattr(config, "pretraining_tp", 1) != 1:
         return None
+    if getattr(config, "sliding_window", None) is not None:  # Qwen2 sets it only when it is used
+        return None
     base = getattr(model, "model", None)
-    if base is None or type(getattr(base, "norm", None)).__name__ != "LlamaRMSNorm":
+    if base is None or type(getattr(base, "norm", None)).__name__ != family + "RMSNorm":
         return None
     if not isinstance(getattr(model, "lm_head", None), torch.nn.Linear):
         return None
     for layer in base.layers:
         for name, cls in _LAYER_CLASSES.items():
-            if type(getattr(layer, name, None)).__name__ != cls:
+            if type(getattr(layer, name, None)).__name__ != family + cls:
                 return None
         for part, names in _LINEARS.items():
             if not all(isinstance(getattr(getattr(layer, part), n, None), torch.nn.Linear) for n in names):
