@@ -44,6 +44,25 @@ output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
 parameters { key: "execute_timeout_secs" value { string_value: "1" } }
 '''
 
+# Answers only once the file its config names exists: a request held in flight as long as a test
+# needs, whatever the machine's speed.
+GATED = '''
+import json
+import os
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.gate = json.loads(args["model_config"])["parameters"]["gate"]["string_value"]
+
+    def execute(self, requests):
+        while not os.path.exists(self.gate):
+            time.sleep(0.01)
+        return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
+'''
+
 
 @pytest.fixture
 async def server(tmp_path, monkeypatch):
@@ -52,6 +71,8 @@ async def server(tmp_path, monkeypatch):
     monkeypatch.setattr(load.LOAD, "_overlap_until", 0)  # this test's load, not the process's so far
     shutil.copytree(EXAMPLE, tmp_path / "identity_fp32")
     write_model(tmp_path, "slow", SLOW_CONFIG, SLOW)
+    gated_config = SLOW_CONFIG.replace("execute_timeout_secs", "gate").replace('"1"', f'"{tmp_path / "open"}"')
+    write_model(tmp_path, "gated", gated_config, GATED)
     running = InferenceServer(ServerOptions([tmp_path]), BackendRegistry())
     await running.start()
     yield running
@@ -127,13 +148,18 @@ def _grpc_inputs(value: float) -> list[grpcclient.InferInput]:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["ModelInfer", "ModelStreamInfer"])
-async def test_grpc_calls_from_a_real_client_are_load_like_any_other(server, stream):
+async def test_grpc_calls_from_a_real_client_are_load_like_any_other(server, stream, tmp_path):
     port = free_port()
     frontend = await start_grpc(server, Binding(f"127.0.0.1:{port}"), AccessPolicy())
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+    held = None
     try:
         await _call(server, -1.0)  # lone: both may poll
         assert not _instance(server).worker.to_worker.told_to_sleep()
+        # A request held in flight throughout: every call below enters beside it.
+        held = asyncio.ensure_future(_call(server, -2.0, "gated"))
+        while server.inflight.count == 0:
+            await asyncio.sleep(0)
         if stream:
             async def calls():
                 for i in range(32):
@@ -146,5 +172,8 @@ async def test_grpc_calls_from_a_real_client_are_load_like_any_other(server, str
         assert load.LOAD.concurrent()
         assert _instance(server).worker.to_worker.told_to_sleep()
     finally:
+        (tmp_path / "open").touch()
+        if held is not None:
+            await held
         await client.close()
         await frontend.stop(None)
