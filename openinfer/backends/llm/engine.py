@@ -309,16 +309,15 @@ class GenerationEngine(EngineThread):
         self.largest_batch = max(self.largest_batch, batch)
         input_ids = torch.tensor([[s.generated[-1]] for s in rows], dtype=torch.long)
         positions = torch.tensor([[s.position] for s in rows], dtype=torch.long)
-        padding: dict[str, torch.Tensor] = {}
         if self._mask is not None:  # rows of different lengths: hide the padded columns
             self._mask = torch.cat([self._mask, torch.ones(batch, 1, dtype=torch.long)], dim=1)
-            padding["attention_mask"] = self._mask
         infer_start = time.perf_counter_ns()
         decoder = self.lm.decoder
         if decoder is not None and self._joinable:
             logits = decoder(input_ids, positions, self._cache, self._mask)
         else:
             adapters = [s.group.adapter for s in rows]
+            padding = {} if self._mask is None else {"attention_mask": self._mask}
             out = self._forward(input_ids, self._cache, adapters, position_ids=positions, **padding)
             logits = out.logits[:, -1, :]
         infer_end = time.perf_counter_ns()

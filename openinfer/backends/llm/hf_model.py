@@ -45,7 +45,7 @@ class HFModel:
     #: Whether this model's caches join a running batch (kv_cache.mergeable); None until warm_up.
     joinable_cache: bool | None = None
     #: What computes a decode step instead of transformers' forward (`llama_decode`), if anything.
-    decoder: Any = None
+    decoder: llama_decode.LlamaDecoder | None = None
 
     @property
     def peft(self) -> bool:
