@@ -14,15 +14,17 @@ from typing import Any
 from . import extensions as protocol_extensions
 from ._malloc import tune_malloc
 from .backends.registry import BackendRegistry
-from .core import gpu_limit, otel, storage
-from .core.cache import parse_cache_config
 from .core.errors import InvalidArgumentError, OpenInferError
-from .core.logsettings import LogSettings
-from .core.repository import ControlMode, RepositoryOptions
+from .core.memory import gpu_limit
+from .core.memory.shm import SharedMemoryManager
+from .core.observability import otel
+from .core.observability.log_settings import LogSettings
+from .core.observability.trace import TraceManager
+from .core.repository import storage
+from .core.repository.repository import ControlMode, RepositoryOptions
+from .core.repository.storage import RemoteRepository
+from .core.requests.response_cache import parse_cache_config
 from .core.server import InferenceServer, ServerOptions, ServerServices
-from .core.shm import SharedMemoryManager
-from .core.storage import RemoteRepository
-from .core.trace import TraceManager
 from .frontends.access import PROTOCOL_GROUPS, AccessPolicy
 from .frontends.latency import MetricsConfig, latency_observers
 from .settings import Settings

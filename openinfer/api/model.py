@@ -10,7 +10,7 @@ import numpy as np
 
 from ..core import config as configs
 from ..core import datatypes
-from ..core.parameters import apply_reserved
+from ..core.requests.parameters import apply_reserved
 from ..core.types import InferRequest, RequestedOutput, Tensor
 from .responses import AsyncResponseIterator, InferenceResponse, ResponseIterator, pump
 

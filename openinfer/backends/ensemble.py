@@ -16,7 +16,6 @@ import asyncio
 import logging
 
 from .._proto import model_config_pb2 as mc
-from ..core import otel
 from ..core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ..core.errors import (
     InternalError,
@@ -25,8 +24,9 @@ from ..core.errors import (
     UnsupportedError,
     error_from_code,
 )
-from ..core.responses import ResponseSender
-from ..core.stats import ExecutionTiming
+from ..core.observability import otel
+from ..core.observability.stats import ExecutionTiming
+from ..core.requests.responses import ResponseSender
 from ..core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 
 log = logging.getLogger("openinfer.ensemble")

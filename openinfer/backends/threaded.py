@@ -21,8 +21,8 @@ from .._proto import model_config_pb2 as mc
 from ..core import datatypes
 from ..core.backend import InstanceSpec, ModelContext, ModelInstance
 from ..core.errors import InternalError, OpenInferError
-from ..core.responses import ResponseSender
-from ..core.stats import ExecutionTiming
+from ..core.observability.stats import ExecutionTiming
+from ..core.requests.responses import ResponseSender
 from ..core.types import InferRequest, InferResponse, Tensor
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Protocol
 
 from .._proto import model_config_pb2 as mc
-from .custom_metrics import CustomMetrics
-from .responses import ResponseSender
-from .stats import ExecutionTiming, ModelStats
+from .observability.custom_metrics import CustomMetrics
+from .observability.stats import ExecutionTiming, ModelStats
+from .requests.responses import ResponseSender
 from .types import InferRequest, InferResponse
 
 _LOADS = itertools.count(1)

@@ -14,8 +14,8 @@ from typing import Any
 from google.protobuf import json_format, text_format
 
 from .._proto import model_config_pb2 as mc
-from .devices import visible_gpus
 from .errors import InvalidArgumentError
+from .memory.gpus import visible_gpus
 
 ModelConfig = mc.ModelConfig
 

@@ -16,9 +16,9 @@ from . import datatypes
 from .backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from .config import protocol_dims
 from .errors import InvalidArgumentError, request_label
-from .inflight import InFlight
+from .observability.stats import ModelStats
+from .requests.inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
-from .stats import ModelStats
 from .types import InferRequest, ModelMetadata, RequestedOutput, TensorMetadata
 
 if TYPE_CHECKING:

@@ -17,28 +17,35 @@ from typing import Any
 
 from .. import TRITON_PROTOCOL_VERSION
 from .._proto import model_config_pb2 as mc
-from . import heap
 from .backend import Backend
-from .cache import ResponseCache, cached_response, remember
-from .custom_metrics import CustomMetrics
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
-from .inflight import InFlight
-from .load import LOAD
-from .loading import check_repository_name, load_overrides, unload_dependents
-from .logsettings import LogSettings
+from .memory import heap
+from .memory.shm import SharedMemoryManager
 from .model import LoadedModel
-from .namespaced import NamespacedRepository
-from .outputs import finish_outputs
-from .protocols import Protocol, decoupled_refusal
-from .repository import ControlMode, ModelRepository, RepositoryOptions
-from .responses import StreamSender, UnarySender
+from .observability.custom_metrics import CustomMetrics
+from .observability.log_settings import LogSettings
+from .observability.stats import ModelStats
+from .observability.trace import TraceManager
+from .repository.load_requests import check_repository_name, load_overrides, unload_dependents
+from .repository.namespaces import NamespacedRepository
+from .repository.repository import ControlMode, ModelRepository, RepositoryOptions
+from .repository.version_loader import VersionLoader
+from .requests.inflight import InFlight
+from .requests.outputs import finish_outputs
+from .requests.protocols import Protocol, decoupled_refusal
+from .requests.response_cache import ResponseCache, cached_response, remember
+from .requests.responses import StreamSender, UnarySender
+from .requests.versions import parse_version
 from .scheduling import InstancePool, Scheduler, make_scheduler
-from .shm import SharedMemoryManager
-from .stats import ModelStats
-from .trace import TraceManager
-from .types import InferRequest, InferResponse, ModelMetadata, RequestedOutput, ServerMetadata, Tensor
-from .version_loader import VersionLoader
-from .versions import parse_version
+from .scheduling.overlap import LOAD
+from .types import (
+    InferRequest,
+    InferResponse,
+    ModelMetadata,
+    RequestedOutput,
+    ServerMetadata,
+    Tensor,
+)
 
 log = logging.getLogger("openinfer.server")
 

@@ -1,11 +1,11 @@
 """Extensions that are ways of calling infer, with no endpoints of their own.
 
 Their rules run on every infer request, so they live where the request is decoded and admitted:
-- classification: `core/outputs.py` (an output's `classification` parameter);
+- classification: `core/requests/outputs.py` (an output's `classification` parameter);
 - sequence: `core/scheduling/sequence_batcher.py` (sequence id, start and end flags);
 - schedule_policy: `core/scheduling/` (priority and queue policy);
 - binary_tensor_data: `frontends/http/codec.py` (`binary_data` and the header length);
-- parameters: `core/parameters.py` (request and response parameters).
+- parameters: `core/requests/parameters.py` (request and response parameters).
 """
 
 from __future__ import annotations

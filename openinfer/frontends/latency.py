@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.stats import ExecutionTiming, ModelStats
+from ..core.observability.stats import ExecutionTiming, ModelStats
 
 SUMMARIES = (
     (

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
+from ..core.observability.stats import ModelStats
 from ..core.server import InferenceServer
-from ..core.stats import ModelStats
 from .gpu_metrics import GpuSampler
 from .latency import HISTOGRAM_BUCKETS_MS, SUMMARIES, LatencyObserver, MetricsConfig
 

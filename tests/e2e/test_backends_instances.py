@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from openinfer.core.devices import visible_gpus
+from openinfer.core.memory.gpus import visible_gpus
 from tests.helpers import Server, write_model
 
 # Remembers every request it executed (warm-up included) and reports it with its instance.

@@ -12,7 +12,7 @@ import tritonclient.http as httpclient
 from onnx import TensorProto, helper
 from tritonclient.utils import InferenceServerException
 
-from openinfer.core.devices import visible_gpus
+from openinfer.core.memory.gpus import visible_gpus
 from tests.helpers import Server
 
 

@@ -9,7 +9,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from openinfer.core.devices import visible_gpus
+from openinfer.core.memory.gpus import visible_gpus
 from tests.helpers import Server, write_model
 
 # torch 2.13 marks torch.jit.script deprecated; Triton's libtorch backend serves TorchScript.

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from openinfer.backends.registry import BackendRegistry
-from openinfer.core import heap
-from openinfer.core.repository import ControlMode, RepositoryOptions
+from openinfer.core.memory import heap
+from openinfer.core.repository.repository import ControlMode, RepositoryOptions
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.core.types import InferRequest, Tensor
 from tests.helpers import write_model

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from openinfer.core import gpu_limit
-from openinfer.core.errors import UnavailableError
 from openinfer.core.config import parse_config_text
+from openinfer.core.errors import UnavailableError
+from openinfer.core.memory import gpu_limit
 from tests.e2e import ext_models
 from tests.helpers import ROOT, Server, free_port, write_model
 

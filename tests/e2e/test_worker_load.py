@@ -1,7 +1,7 @@
-"""How the crossing to a worker behaves under load (`core.load`): a lone request goes at once and
-both sides may poll; requests in flight together are gathered into the loop's writes, queue in
-the worker, and nobody polls. A real server and worker in this process, so the crossing's state
-can be read, called directly and through the gRPC frontend by tritonclient."""
+"""How the crossing to a worker behaves under load (`core.scheduling.overlap`): a lone request goes
+at once and both sides may poll; requests in flight together are gathered into the loop's
+writes, queue in the worker, and nobody polls. A real server and worker in this process, so the
+crossing's state can be read, called directly and through the gRPC frontend by tritonclient."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import tritonclient.grpc.aio as grpcclient
 
 from openinfer.backends.python.wire import Execute
 from openinfer.backends.registry import BackendRegistry
-from openinfer.core import load
+from openinfer.core.scheduling import overlap
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.core.types import InferRequest, Tensor
 from openinfer.frontends.access import AccessPolicy
@@ -67,8 +67,8 @@ class TritonPythonModel:
 @pytest.fixture
 async def server(tmp_path, monkeypatch):
     # A window longer than any run of the test, so what it checks never depends on the machine's speed.
-    monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 600 * 10**9)
-    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)  # this test's load, not the process's so far
+    monkeypatch.setattr(overlap, "OVERLAP_WINDOW_NS", 600 * 10**9)
+    monkeypatch.setattr(overlap.LOAD, "_overlap_until", 0)  # this test's load, not the process's so far
     shutil.copytree(EXAMPLE, tmp_path / "identity_fp32")
     write_model(tmp_path, "slow", SLOW_CONFIG, SLOW)
     gated_config = SLOW_CONFIG.replace("execute_timeout_secs", "gate").replace('"1"', f'"{tmp_path / "open"}"')
@@ -95,7 +95,7 @@ def _instance(server: InferenceServer, model: str = "identity_fp32"):
 async def test_a_lone_request_goes_at_once_and_lets_the_worker_poll(server):
     await _call(server, -1.0)
     worker = _instance(server).worker
-    assert not load.LOAD.concurrent()
+    assert not overlap.LOAD.concurrent()
     assert not worker.to_worker.told_to_sleep()
     worker.send_batch(Execute(-1, []))  # an empty batch: the worker answers it with nothing
     assert worker._outbox == []  # written, not held for the end of the turn
@@ -104,7 +104,7 @@ async def test_a_lone_request_goes_at_once_and_lets_the_worker_poll(server):
 async def test_requests_in_flight_together_are_gathered_and_nobody_polls(server):
     await asyncio.gather(*(_call(server, float(i)) for i in range(32)))
     worker = _instance(server).worker
-    assert load.LOAD.concurrent()
+    assert overlap.LOAD.concurrent()
     assert worker.to_worker.told_to_sleep()
     worker.send_batch(Execute(-1, []))
     worker.send_batch(Execute(-2, []))
@@ -117,7 +117,7 @@ async def test_requests_in_flight_together_are_gathered_and_nobody_polls(server)
 async def test_a_lone_request_after_the_load_lets_both_sides_poll_again(server, monkeypatch):
     await asyncio.gather(*(_call(server, float(i)) for i in range(32)))
     assert _instance(server).worker.to_worker.told_to_sleep()
-    monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 0)
+    monkeypatch.setattr(overlap, "OVERLAP_WINDOW_NS", 0)
     await asyncio.gather(*(_call(server, float(i)) for i in range(2)))  # the window closes at once
     await _call(server, 7.0)
     assert not _instance(server).worker.to_worker.told_to_sleep()
@@ -169,7 +169,7 @@ async def test_grpc_calls_from_a_real_client_are_load_like_any_other(server, str
         else:
             answers = await asyncio.gather(*(client.infer("identity_fp32", _grpc_inputs(float(i))) for i in range(32)))
         assert sorted(float(a.as_numpy("OUTPUT0")[0, 0]) for a in answers) == [float(i) for i in range(32)]
-        assert load.LOAD.concurrent()
+        assert overlap.LOAD.concurrent()
         assert _instance(server).worker.to_worker.told_to_sleep()
     finally:
         (tmp_path / "open").touch()

@@ -23,7 +23,7 @@ from openinfer.backends.llm.interface import parse_generate  # noqa: E402
 from openinfer.backends.llm.model_files import ModelFiles  # noqa: E402
 from openinfer.backends.llm.prefix_cache import BLOCK_TOKENS, PrefixCache  # noqa: E402
 from openinfer.backends.llm.sampling import parse_sampling  # noqa: E402
-from openinfer.core.responses import StreamSender  # noqa: E402
+from openinfer.core.requests.responses import StreamSender  # noqa: E402
 from openinfer.core.types import InferRequest, Tensor  # noqa: E402
 from tests.llm_fixtures import llm_assets  # noqa: E402
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from openinfer.core.storage import credentials, parse
+from openinfer.core.repository.storage import credentials, parse
 from tests.helpers import Server
 from tests.storage.emulators import S3_ENV, add_model_files
 

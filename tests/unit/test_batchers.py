@@ -21,7 +21,8 @@ from openinfer._proto import model_config_pb2 as mc
 from openinfer.core.backend import InstanceSpec, ModelContext, ModelInstance
 from openinfer.core.errors import InternalError, InvalidArgumentError, UnavailableError
 from openinfer.core.model import LoadedModel
-from openinfer.core.responses import UnarySender
+from openinfer.core.observability.stats import ExecutionTiming, ModelStats
+from openinfer.core.requests.responses import UnarySender
 from openinfer.core.scheduling import (
     DirectScheduler,
     DynamicBatcher,
@@ -29,7 +30,6 @@ from openinfer.core.scheduling import (
     SequenceBatcher,
     make_scheduler,
 )
-from openinfer.core.stats import ExecutionTiming, ModelStats
 from openinfer.core.types import InferRequest, InferResponse, Tensor
 
 pytestmark = pytest.mark.timeout(30)

@@ -5,18 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from openinfer.core import custom_metrics as cm
 from openinfer.core.backend import Backend, ModelContext, ModelInstance
-from openinfer.core.custom_metrics import CustomMetrics
 from openinfer.core.errors import InvalidArgumentError, OpenInferError, UnsupportedError
-from openinfer.core.repository import ControlMode, RepositoryOptions
+from openinfer.core.observability import custom_metrics as cm
+from openinfer.core.observability.custom_metrics import CustomMetrics
+from openinfer.core.repository.repository import ControlMode, RepositoryOptions
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.frontends.metrics import metrics_app
 

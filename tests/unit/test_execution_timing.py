@@ -4,7 +4,7 @@ run again, and their queue time ends where their first run began."""
 from __future__ import annotations
 
 from openinfer.backends.python.convert import execution_timing
-from openinfer.core.stats import ExecutionTiming
+from openinfer.core.observability.stats import ExecutionTiming
 
 
 def test_the_first_run_gives_the_start_and_a_rerun_keeps_it():

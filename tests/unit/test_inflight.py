@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from openinfer.core.inflight import InFlight
+from openinfer.core.requests.inflight import InFlight
 
 
 async def test_drained_at_once_when_nothing_is_in_flight():

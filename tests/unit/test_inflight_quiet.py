@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from openinfer.core.inflight import InFlight
+from openinfer.core.requests.inflight import InFlight
 
 
 def test_nothing_refused_means_no_wait() -> None:

@@ -10,8 +10,8 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from openinfer.core.errors import InvalidArgumentError, UnsupportedError
-from openinfer.core.logsettings import LogSettings, TritonFormatter
-from openinfer.core.stats import ExecutionTiming, ModelStats
+from openinfer.core.observability.log_settings import LogSettings, TritonFormatter
+from openinfer.core.observability.stats import ExecutionTiming, ModelStats
 from openinfer.frontends import metrics
 from openinfer.frontends.latency import LatencyObserver, MetricsConfig, latency_observers
 

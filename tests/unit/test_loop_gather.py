@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from openinfer.core.observability.stats import ModelStats
 from openinfer.core.scheduling import DynamicBatcher, InstancePool, gather
-from openinfer.core.stats import ModelStats
 
 from .test_batchers import BATCHING, FakeInstance, config, request, settle, submit
 

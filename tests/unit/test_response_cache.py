@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from openinfer.core.cache import ResponseCache, parse_cache_config, request_key
 from openinfer.core.errors import InvalidArgumentError
+from openinfer.core.requests.response_cache import ResponseCache, parse_cache_config, request_key
 from openinfer.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from openinfer.core.stats import ExecutionTiming, ModelStats
+from openinfer.core.observability.stats import ExecutionTiming, ModelStats
 
 
 def test_sums_are_exact_however_reads_interleave():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openinfer.core.storage import is_remote, parse
+from openinfer.core.repository.storage import is_remote, parse
 
 
 def test_s3_paths_with_and_without_an_endpoint() -> None:

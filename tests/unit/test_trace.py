@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from openinfer.core import trace
 from openinfer.core.errors import InvalidArgumentError, UnsupportedError
-from openinfer.core.stats import ExecutionTiming, record_compute
+from openinfer.core.observability import trace
+from openinfer.core.observability.stats import ExecutionTiming, record_compute
 from openinfer.core.types import InferRequest, InferResponse, Tensor
 
 MODEL = SimpleNamespace(name="m", version=3)

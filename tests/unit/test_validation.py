@@ -12,7 +12,7 @@ from openinfer._proto import model_config_pb2 as mc
 from openinfer.core.backend import ModelContext
 from openinfer.core.errors import InternalError, InvalidArgumentError
 from openinfer.core.model import LoadedModel, TensorSpec
-from openinfer.core.outputs import finish_outputs
+from openinfer.core.requests.outputs import finish_outputs
 from openinfer.core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 
 CONFIG = """

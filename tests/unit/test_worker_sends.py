@@ -1,5 +1,5 @@
 """When the server's end of a worker channel writes a batch: at once for a lone request, with
-the loop's turn under concurrent load (`core.load`).
+the loop's turn under concurrent load (`core.scheduling.overlap`).
 
 A real socketpair and the running loop's transport stand in for nothing: the worker's end is
 read without waiting, so what is there before the loop turns is what was written at once.
@@ -16,7 +16,7 @@ import pytest
 from openinfer.backends.python import ipc
 from openinfer.backends.python.wire import Execute, WireRequest
 from openinfer.backends.python.worker_process import WorkerProcess
-from openinfer.core import load
+from openinfer.core.scheduling import overlap
 
 
 class _Owner:
@@ -57,7 +57,7 @@ async def channel():
 
 
 async def test_alone_the_first_batch_in_flight_is_written_at_once_and_later_ones_keep_their_order(channel, monkeypatch):
-    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)  # no request overlapped another
+    monkeypatch.setattr(overlap.LOAD, "_overlap_until", 0)  # no request overlapped another
     worker, theirs = channel
     worker.send_batch(_batch(1))
     assert _written(theirs) == [1]  # before the loop turned
@@ -69,9 +69,9 @@ async def test_alone_the_first_batch_in_flight_is_written_at_once_and_later_ones
 
 
 async def test_under_load_every_batch_waits_for_the_loops_turn_and_they_cross_together(channel, monkeypatch):
-    monkeypatch.setattr(load, "OVERLAP_WINDOW_NS", 600 * 10**9)
-    monkeypatch.setattr(load.LOAD, "_overlap_until", 0)
-    load.LOAD.entered(2)  # two requests in flight together
+    monkeypatch.setattr(overlap, "OVERLAP_WINDOW_NS", 600 * 10**9)
+    monkeypatch.setattr(overlap.LOAD, "_overlap_until", 0)
+    overlap.LOAD.entered(2)  # two requests in flight together
     worker, theirs = channel
     for batch_id in (1, 2, 3):
         worker.send_batch(_batch(batch_id))

@@ -130,7 +130,7 @@ async def _engine_run(model_dir: Path, prompts: list[str], max_tokens: int, conc
                       cpu_threads: int | None) -> BaselineResult:
     import numpy as np
 
-    from ...core.responses import StreamSender
+    from ...core.requests.responses import StreamSender
     from ...core.types import InferRequest, Tensor
     from . import hf_model
     from .engine import GenerationEngine, Group

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from ...core.errors import InternalError, InvalidArgumentError, OpenInferError
-from ...core.responses import ResponseSender
-from ...core.stats import ExecutionTiming, ModelStats
+from ...core.observability.stats import ExecutionTiming, ModelStats
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferResponse
 from .engine_thread import EngineThread, Outbox
 from .hf_model import HFModel

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import UnavailableError
-from ...core.responses import ResponseSender
-from ...core.stats import ExecutionTiming, ModelStats
+from ...core.observability.stats import ExecutionTiming, ModelStats
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferResponse
 
 log = logging.getLogger("openinfer.llm")

@@ -20,7 +20,7 @@ import logging
 from ..._proto import model_config_pb2 as mc
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
-from ...core.responses import ResponseSender
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest
 from . import hf_model, interface
 from .embeddings import EmbeddingEngine, EmbedJob

@@ -17,8 +17,8 @@ from typing import Any
 
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
-from ...core.responses import ResponseSender
-from ...core.stats import ExecutionTiming
+from ...core.observability.stats import ExecutionTiming
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest, InferResponse
 from . import interface
 from .model_files import ModelFiles, check_lora, read_model_files

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...core import otel
 from ...core.errors import (
     STATUS_TABLE,
     ErrorCode,
@@ -17,7 +16,8 @@ from ...core.errors import (
     error_from_code,
     error_from_triton,
 )
-from ...core.stats import ExecutionTiming
+from ...core.observability import otel
+from ...core.observability.stats import ExecutionTiming
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, OpenInferError
-from ...core.responses import ResponseSender
-from ...core.stats import ExecutionTiming
+from ...core.observability.stats import ExecutionTiming
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest
 from . import convert, pb_utils
 from .pb_utils import _host

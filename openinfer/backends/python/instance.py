@@ -15,15 +15,27 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.backend import InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, OpenInferError, UnavailableError
-from ...core.responses import ResponseSender
-from ...core.stats import ExecutionTiming
+from ...core.observability.stats import ExecutionTiming
+from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest
 from . import convert
 from .services import ModelServices, model_log
 from .shm_files import SharedMemoryFull
 from .wire import (
-    Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
-    Readiness, Reply, Respond,
+    Call,
+    Cancel,
+    CancelCall,
+    CheckReady,
+    Done,
+    Execute,
+    Executed,
+    Failed,
+    Finalize,
+    Initialize,
+    Log,
+    Readiness,
+    Reply,
+    Respond,
 )
 from .worker_process import WorkerProcess
 
@@ -51,7 +63,7 @@ class PythonInstance(ModelInstance):
     The worker runs `execute` calls one at a time, in order, so further batches can wait in its
     queue (Triton's one-batch-per-instance contract holds inside the process): the process
     never idles between batches, and under concurrent load the batches one turn of the loop
-    sends cross in one write and run back to back (`core.load`). Identity [1,16] FP32 over
+    sends cross in one write and run back to back (`core.scheduling.overlap`). Identity [1,16] FP32 over
     HTTP at concurrency 16 on one core, in one run: 3,578-3,774 infer/s with 4 batches queued,
     3,478-4,140 with 8, 3,689-4,814 with 16. A deeper queue commits a request to its instance
     sooner; batchers never use it (`InstancePool`)."""

@@ -11,7 +11,7 @@ its answer is in, and under an answer that names an input as its output (`echo_f
 long as that output is held.
 
 The header holds what the receiver has released (8 bytes, written only by the receiver) and one
-byte the sender sets to say whether the receiver should sleep rather than poll (`core.load`).
+byte the sender sets to say whether the receiver should sleep rather than poll (`core.scheduling.overlap`).
 
 The file is sparse, and a mapped write to a page that a full /dev/shm cannot supply ends the
 writing process with SIGBUS. So no page is written before it is reserved: the header when the
@@ -137,7 +137,7 @@ class Arena:
 
     def tell_to_sleep(self, sleep: bool) -> None:
         """Sender: whether the receiver should sleep, not poll, while it waits for the next
-        message (`core.load`); a byte in the header, read without a message of its own."""
+        message (`core.scheduling.overlap`); a byte in the header, read without a message of its own."""
         if not self.closed:
             self.region[_SLEEP_HINT] = 1 if sleep else 0
 

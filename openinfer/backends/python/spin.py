@@ -35,7 +35,7 @@ server without it (best of 4 rounds each, identity [1,16] FP32 in a worker): HTT
 from 2,766 to 3,141 (server CPU per request 422 → 404 µs), HTTP at concurrency 16 from 8,107 to
 8,572. The model's `worker_poll_us` limits both sides.
 
-Under concurrent load neither side polls (`core.load`): the loop gathers the batches of one of
+Under concurrent load neither side polls (`core.scheduling.overlap`): the loop gathers the batches of one of
 its turns into one write and the worker runs them back to back, so the wake-up is shared, and
 a poller would take the CPU the frontends need. The server says so with each batch it sends;
 the worker reads the server's word from a byte of the inbound ring's header
@@ -135,7 +135,7 @@ class PollBudget:
 class Spinner(PollBudget):
     """The worker's side: waits for a file descriptor to be readable, polling while the recent
     gaps between requests say one is due shortly, sleeping otherwise, or when `told_to_sleep`
-    (the server's word, `core.load`) says so."""
+    (the server's word, `core.scheduling.overlap`) says so."""
 
     def __init__(self, limit_ns: int = LIMIT_NS, told_to_sleep: Callable[[], bool] | None = None) -> None:
         super().__init__(limit_ns)
@@ -171,7 +171,7 @@ class LoopPoller(PollBudget):
 
     def sent(self, poll: bool = True) -> None:
         """A batch went to the worker: turn the loop until its answer is due, within budget
-        (unless not to `poll`: `core.load`)."""
+        (unless not to `poll`: `core.scheduling.overlap`)."""
         now = time.perf_counter_ns()
         if not self.outstanding:
             self._since = now

@@ -28,19 +28,36 @@ import time
 from typing import Any, cast
 
 from ..._malloc import tune_malloc
-from ...core import heap
+from ...core.memory import heap
 from . import forked, ipc, pb_utils, ring, shm_files, spin
 from .pb_utils import _host, c_module
 from .ring import NO_RING
+from .runner import (
+    ModelRunner,
+    auto_complete,
+    cancelled_response,
+    describe,
+    load_worker_model,
+    raised_by_model,
+)
 from .shm_files import SharedMemoryFull, shm_free
-from .runner import ModelRunner, auto_complete, cancelled_response, describe, load_worker_model, raised_by_model
 from .wire import (
-    AutoComplete, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Load, Readiness, Reply,
-    Respond, WireResponse,
+    AutoComplete,
+    CheckReady,
+    Done,
+    Execute,
+    Executed,
+    Failed,
+    Finalize,
+    Initialize,
+    Load,
+    Readiness,
+    Reply,
+    Respond,
+    WireResponse,
 )
 from .wire import Cancel as CancelMessage
 from .worker_host import WorkerHost
-
 
 #: How long `execute` may run before the watcher thread takes over reading the socket, so a
 #: cancellation or a readiness check reaches the model while it works.
@@ -77,7 +94,7 @@ class Worker:
         self._started = 0  # tasks begun, which the watcher compares between looks
         self._parked = False
         self._park_lock = threading.Lock()
-        inbound = channel.inbound  # where the server says whether to poll (`core.load`)
+        inbound = channel.inbound  # where the server says whether to poll (`core.scheduling.overlap`)
         self._spinner = spin.Spinner(  # how the main thread waits
             spin.limit_from_env(os.environ), inbound.told_to_sleep if inbound is not None else None
         )

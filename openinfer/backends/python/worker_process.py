@@ -5,7 +5,7 @@ socketpair, large tensors through two shared rings (`ipc`). One `asyncio.Protoco
 decodes everything a read brought and hands each answer to the owner (an instance, or the
 loader that runs `auto_complete_config`) through `dispatch`, in the same callback. While a
 batch is out, the loop polls for its answer rather than sleeping (`spin.LoopPoller`), unless
-requests overlap (`core.load`).
+requests overlap (`core.scheduling.overlap`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...core.errors import InternalError, UnavailableError
-from ...core.load import LOAD
+from ...core.scheduling.overlap import LOAD
 from . import ipc, ring, spin
 from .ring import NO_RING
 from .wire import Done, Failed
@@ -137,7 +137,7 @@ class WorkerProcess:
         may name them as its outputs (a model that returns an input) instead of copying them.
 
         One request at a time, the batch goes out at once and both sides may poll for what
-        comes next. Under concurrent load (`core.load`) neither polls, and the batch goes out
+        comes next. Under concurrent load (`core.scheduling.overlap`) neither polls, and the batch goes out
         with whatever else this turn of the loop sends: the worker runs them back to back."""
         concurrent = LOAD.concurrent()
         arena = self.to_worker

@@ -1,4 +1,8 @@
-"""Schedulers sit between a model's requests and its instances (direct, dynamic batcher, sequence)."""
+"""Schedulers sit between a model's requests and its instances (direct, dynamic batcher, sequence).
+
+`overlap.py` says whether requests overlap in this process, which decides how the crossing to a
+worker process behaves.
+"""
 
 from __future__ import annotations
 

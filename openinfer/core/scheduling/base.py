@@ -7,7 +7,7 @@ import asyncio
 from collections import deque
 
 from ..backend import ModelInstance
-from ..responses import ResponseSender
+from ..requests.responses import ResponseSender
 from ..types import InferRequest
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..responses import ResponseSender
-from ..stats import ModelStats
+from ..observability.stats import ModelStats
+from ..requests.responses import ResponseSender
 from ..types import InferRequest
 from .base import InstancePool, Scheduler
 from .execute import run_batch

@@ -33,8 +33,8 @@ from typing import Any
 from ..._proto import model_config_pb2 as mc
 from ..backend import ModelInstance
 from ..errors import InternalError, InvalidArgumentError, UnavailableError
-from ..responses import ResponseSender
-from ..stats import ModelStats
+from ..observability.stats import ModelStats
+from ..requests.responses import ResponseSender
 from ..types import InferRequest
 from .base import InstancePool, Scheduler
 from .execute import run_batch

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from ..backend import ModelInstance
 from ..errors import InternalError, OpenInferError
-from ..responses import ResponseSender
-from ..stats import ModelStats, record_compute
+from ..observability.stats import ModelStats, record_compute
+from ..requests.responses import ResponseSender
 from ..types import InferRequest
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from ..responses import ResponseSender
+from ..requests.responses import ResponseSender
 from ..types import InferResponse
 
 

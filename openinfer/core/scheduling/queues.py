@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..._proto import model_config_pb2 as mc
 from ..errors import InvalidArgumentError, UnavailableError, request_label
-from ..responses import ResponseSender
+from ..requests.responses import ResponseSender
 from ..types import InferRequest
 
 

@@ -34,8 +34,8 @@ from ..errors import (
     OpenInferError,
     UnavailableError,
 )
-from ..responses import NullSender, ResponseSender
-from ..stats import ModelStats
+from ..observability.stats import ModelStats
+from ..requests.responses import NullSender, ResponseSender
 from ..types import InferRequest, InferResponse
 from .base import InstancePool, Scheduler
 from .dynamic_batcher import BatchShape

@@ -1,6 +1,6 @@
 """Triton's logging extension: read and change the log settings while the server runs.
 
-The settings object (`core/logsettings.py`) is built from the command line at start-up and
+The settings object (`core/observability/log_settings.py`) is built from the command line at start-up and
 applied to Python's logging; this package is the extension's endpoints.
 """
 

@@ -1,7 +1,7 @@
 """Triton's model-repository extension: list the repository, load and unload models (explicit
 model control), with `unload_dependents`.
 
-What may be loaded and how is the core's (`core/repository.py`, `InferenceServer.load_model`);
+What may be loaded and how is the core's (`core/repository/repository.py`, `InferenceServer.load_model`);
 this package is the extension's endpoints.
 """
 

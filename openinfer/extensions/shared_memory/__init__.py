@@ -2,7 +2,7 @@
 in inputs and outputs instead of sending tensor data.
 
 The regions themselves (registration rules, pinning during a request, reads and writes) are
-`core/shm.py`, `core/shm_regions.py` and `core/cuda_ipc.py`: the core's admission pins them on
+`core/memory/shm.py`, `core/memory/shm_regions.py` and `core/memory/cuda_ipc.py`: the core's admission pins them on
 every infer, whichever frontend it came through. This package is the extension's endpoints.
 """
 

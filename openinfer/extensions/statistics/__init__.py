@@ -1,6 +1,6 @@
 """Triton's statistics extension: per model version counts and times.
 
-The numbers are gathered by the core as requests run (`core/stats.py`) and shaped by
+The numbers are gathered by the core as requests run (`core/observability/stats.py`) and shaped by
 `InferenceServer.statistics`; this package is the extension's endpoints.
 """
 

@@ -1,7 +1,7 @@
 """Triton's trace extension: read and change trace settings, server-wide or per model.
 
-Sampling and recording happen on the core's infer path (`core/trace.py`,
-`core/trace_record.py`); this package is the extension's endpoints.
+Sampling and recording happen on the core's infer path (`core/observability/trace.py`,
+`core/observability/trace_record.py`); this package is the extension's endpoints.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..._proto import grpc_service_pb2 as pb
-from ...core import trace as traces
 from ...core.errors import InvalidArgumentError
+from ...core.observability import trace as traces
 from ...core.server import InferenceServer
 
 _SINGLE_VALUE = ("trace_rate", "trace_count", "log_frequency")

@@ -6,8 +6,8 @@ import functools
 from typing import Any
 from urllib.parse import unquote
 
-from ...core import trace as traces
 from ...core.errors import InvalidArgumentError
+from ...core.observability import trace as traces
 from ...core.server import InferenceServer
 from ...frontends.http.app import HttpApp, HttpRequest, HttpResponse, json_response
 from ..json_body import body_object

@@ -9,9 +9,9 @@ import numpy as np
 from ..._proto import grpc_service_pb2 as pb
 from ...core import datatypes
 from ...core.errors import InvalidArgumentError
-from ...core.inputs import check_consumed, negative_dimension
-from ...core.parameters import apply_reserved
-from ...core.requested import requested_output
+from ...core.requests.inputs import check_consumed, negative_dimension
+from ...core.requests.parameters import apply_reserved
+from ...core.requests.requested_outputs import requested_output
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .raw_inputs import RawInputsRequest
 from .raw_tail import TAIL_FROM, TailedResponse

@@ -22,11 +22,11 @@ from google.protobuf.message import DecodeError
 from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
-from ...core import otel
 from ...core.errors import InternalError, OpenInferError, status_of
-from ...core.failed_requests import log_failure
-from ...core.parameters import forward_headers, forward_pattern
-from ...core.protocols import Protocol
+from ...core.observability import otel
+from ...core.observability.failure_log import log_failure
+from ...core.requests.parameters import forward_headers, forward_pattern
+from ...core.requests.protocols import Protocol
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from . import convert, raw_inputs

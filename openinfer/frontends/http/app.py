@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ...core.errors import InvalidArgumentError, OpenInferError, status_of
-from ...core.parameters import forward_pattern
+from ...core.requests.parameters import forward_pattern
 from ...core.server import InferenceServer
 from ..access import AccessPolicy
 from ..asgi.transport import BodyIncomplete, BodyTooLarge, Buffer, Transport, transport_of

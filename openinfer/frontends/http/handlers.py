@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from ...core import datatypes, otel
+from ...core import datatypes
 from ...core.errors import InvalidArgumentError, OpenInferError, request_label
-from ...core.failed_requests import log_failure
-from ...core.parameters import forward_headers
-from ...core.protocols import Protocol
+from ...core.observability import otel
+from ...core.observability.failure_log import log_failure
+from ...core.requests.parameters import forward_headers
+from ...core.requests.protocols import Protocol
 from ...core.types import InferRequest, InferResponse, Tensor
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from .codec import decode_request, encode_response

@@ -6,7 +6,7 @@ from urllib.parse import unquote
 
 from .app import HttpRequest
 
-# The version is read by the core (`core/versions.py`), as every frontend's is. Triton's routes
+# The version is read by the core (`core/requests/versions.py`), as every frontend's is. Triton's routes
 # take digits alone, so any other version (but `latest`, an extension) is an unknown path: 404.
 MODEL = r"/v2/models/([^/]+)(?:/versions/([0-9]+|latest))?"
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...core.errors import UnavailableError
-from ...core.logsettings import LogSettings
+from ...core.observability.log_settings import LogSettings
 from ...core.types import InferRequest, InferResponse
 from ..asgi.listener import listener
 from ..asgi.transport import Transport

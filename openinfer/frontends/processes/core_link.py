@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...core.errors import InternalError, OpenInferError
-from ...core.failed_requests import log_failure
-from ...core.protocols import Protocol
+from ...core.observability.failure_log import log_failure
+from ...core.requests.protocols import Protocol
 from ...core.server import InferenceServer
 from ...core.types import InferRequest
 from .channel import Channel

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError, UnsupportedError
 
 COUNTER, GAUGE, HISTOGRAM = "COUNTER", "GAUGE", "HISTOGRAM"
 _KINDS = (COUNTER, GAUGE, HISTOGRAM)

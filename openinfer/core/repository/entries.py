@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import NotFoundError, UnavailableError
-from .model import LoadedModel
-from .versions import parse_version
+from ..errors import NotFoundError, UnavailableError
+from ..model import LoadedModel
+from ..requests.versions import parse_version
 
 
 class State(enum.Enum):

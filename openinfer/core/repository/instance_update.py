@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .._proto import model_config_pb2 as mc
-from . import config as configs
-from .backend import InstanceSpec, ModelInstance
-from .model_entries import ModelEntry, State
-from .scheduling.base import Scheduler
+from ..._proto import model_config_pb2 as mc
+from .. import config as configs
+from ..backend import InstanceSpec, ModelInstance
+from ..scheduling.base import Scheduler
+from .entries import ModelEntry, State
 
 if TYPE_CHECKING:
-    from .model import LoadedModel
+    from ..model import LoadedModel
 
 
 def instance_specs(config: mc.ModelConfig, name: str) -> list[InstanceSpec]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InternalError, InvalidArgumentError
-from .types import InferRequest, InferResponse, RequestedOutput, Tensor
+from ..errors import InternalError, InvalidArgumentError
+from ..types import InferRequest, InferResponse, RequestedOutput, Tensor
 
 _CLASSIFIABLE = {"UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP32", "FP64"}
 _MAX_CLASSIFICATION_ELEMENTS = 1_000_000

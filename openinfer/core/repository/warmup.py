@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._proto import model_config_pb2 as mc
-from . import datatypes
-from .backend import ModelInstance
-from .errors import InvalidArgumentError, OpenInferError
-from .model import LoadedModel
-from .responses import StreamSender, UnarySender
-from .types import InferRequest, Tensor
+from ..._proto import model_config_pb2 as mc
+from .. import datatypes
+from ..backend import ModelInstance
+from ..errors import InvalidArgumentError, OpenInferError
+from ..model import LoadedModel
+from ..requests.responses import StreamSender, UnarySender
+from ..types import InferRequest, Tensor
 
 log = logging.getLogger("openinfer.warmup")
 

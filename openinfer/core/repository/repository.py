@@ -19,12 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._proto import model_config_pb2 as mc
-from . import config as configs
-from . import heap, instance_update, model_files
-from .errors import InvalidArgumentError, NotFoundError, OpenInferError, UnavailableError, status_string
-from .model import LoadedModel
-from .model_entries import ModelEntry, State, VersionRecord, index_rows, serving_model
+from ..._proto import model_config_pb2 as mc
+from .. import config as configs
+from ..errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    OpenInferError,
+    UnavailableError,
+    status_string,
+)
+from ..memory import heap
+from ..model import LoadedModel
+from . import instance_update
+from . import model_dir as model_folder
+from .entries import ModelEntry, State, VersionRecord, index_rows, serving_model
 from .storage import RemoteRepository, StorageError
 from .version_loader import VersionLoader
 
@@ -189,7 +197,7 @@ class ModelRepository:
             model_dir = self.find_model_dir(name)
             if model_dir is None:
                 continue
-            if entry is None or entry.fingerprint != model_files.fingerprint(model_dir):
+            if entry is None or entry.fingerprint != model_folder.fingerprint(model_dir):
                 tasks.append(self._load_quietly(name))
         for name, entry in list(self.entries.items()):
             gone = name not in on_disk and entry.override_dir is None
@@ -224,7 +232,7 @@ class ModelRepository:
                     raise InvalidArgumentError(
                         "Load parameter 'config' must be specified for model file override"
                     )
-                model_dir = model_files.write_override_files(name, files)
+                model_dir = model_folder.write_override_files(name, files)
             except OpenInferError as exc:
                 if not entry.versions and entry.override_dir is None:
                     self.entries.pop(name, None)  # a refused request leaves no trace in the index
@@ -255,19 +263,19 @@ class ModelRepository:
         retained = config_override is None and not files and entry.config_override is not None
         if retained:  # as Triton: a load without a config keeps the one the last load was given
             config_override = entry.config_override
-        fingerprint = model_files.fingerprint(model_dir) + (config_override or "")
+        fingerprint = model_folder.fingerprint(model_dir) + (config_override or "")
         if (config_override is None or retained) and not files and entry.fingerprint == fingerprint \
                 and entry.ready_versions():  # unchanged and loaded: only a composing model may be missing
             await self._load_composing(entry, entry.versions[entry.ready_versions()[0]].model.config)  # type: ignore[union-attr]
             return
         config = self._polled_config(entry, model_dir, config_override, fingerprint)
-        versions = model_files.select_versions(config, model_files.version_dirs(model_dir))
+        versions = model_folder.select_versions(config, model_folder.version_dirs(model_dir))
         if not versions:
             reason = f"at least one version must be available under the version policy of model '{name}'"
             self._mark_failed(entry, [], reason)
             entry.fingerprint = fingerprint
             raise InvalidArgumentError(f"load failed for model '{name}': {reason}\n")
-        stamps = model_files.stamps(model_dir)
+        stamps = model_folder.stamps(model_dir)
         kept = {} if files else await instance_update.keep_versions(entry, config, versions, stamps)
         if set(kept) == set(versions) == set(entry.ready_versions()):  # instances changed at most
             entry.fingerprint, entry.polled, entry.config_override = fingerprint, config, config_override
@@ -313,7 +321,7 @@ class ModelRepository:
         changes no version's state: a loaded model keeps serving, a new one stays unknown."""
         name = entry.name
         try:
-            config = model_files.read_config(
+            config = model_folder.read_config(
                 model_dir, config_override, self.options.model_config_name, required=not self.options.auto_complete
             )
             configs.check_name(config, name)

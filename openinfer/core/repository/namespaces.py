@@ -22,8 +22,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import InvalidArgumentError, OpenInferError
-from .model import LoadedModel
+from ..errors import InvalidArgumentError, OpenInferError
+from ..model import LoadedModel
 from .repository import ModelRepository, RepositoryOptions
 from .version_loader import VersionLoader
 

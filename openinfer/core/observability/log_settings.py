@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError, UnsupportedError
 
 FORMATS = ("default", "ISO8601")
 _NOISY = ("uvicorn.access",)

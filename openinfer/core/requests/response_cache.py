@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import datatypes
-from .errors import InvalidArgumentError
-from .types import InferRequest, InferResponse, Tensor
+from .. import datatypes
+from ..errors import InvalidArgumentError
+from ..types import InferRequest, InferResponse, Tensor
 
 if TYPE_CHECKING:
-    from .model import LoadedModel
+    from ..model import LoadedModel
 
 _ENTRY_OVERHEAD = 64  # bytes counted per entry besides its tensors (key, bookkeeping)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from openinfer.core import devices
+from openinfer.core.memory import gpus
 
 
 @pytest.mark.parametrize(
@@ -22,13 +22,13 @@ from openinfer.core import devices
 def test_visible_gpus(tmp_path, monkeypatch, listed, mask, expected):
     for index in range(listed):
         (tmp_path / f"0000:0{index}:00.0").mkdir()
-    monkeypatch.setattr(devices, "_DRIVER_GPUS", str(tmp_path))
+    monkeypatch.setattr(gpus, "_DRIVER_GPUS", str(tmp_path))
     if mask is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", mask)
-    devices.visible_gpus.cache_clear()
+    gpus.visible_gpus.cache_clear()
     try:
-        assert devices.visible_gpus() == expected
+        assert gpus.visible_gpus() == expected
     finally:
-        devices.visible_gpus.cache_clear()
+        gpus.visible_gpus.cache_clear()

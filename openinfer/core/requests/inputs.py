@@ -7,7 +7,7 @@ same mistake gets the same answer over HTTP and gRPC.
 
 from __future__ import annotations
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 
 def negative_dimension(name: str) -> InvalidArgumentError:

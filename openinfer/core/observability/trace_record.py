@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..types import InferRequest, Tensor
 from .stats import ExecutionTiming
-from .types import InferRequest, Tensor
 
 if TYPE_CHECKING:
     from .trace import TraceSetting

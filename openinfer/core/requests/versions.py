@@ -6,7 +6,7 @@ READY version; anything else must be a non-negative integer, with Triton's messa
 
 from __future__ import annotations
 
-from .errors import InvalidArgumentError
+from ..errors import InvalidArgumentError
 
 LATEST = "latest"
 

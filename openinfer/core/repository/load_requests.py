@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError, UnsupportedError
 
 
 @dataclass(frozen=True, slots=True)

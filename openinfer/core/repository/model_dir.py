@@ -11,9 +11,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .._proto import model_config_pb2 as mc
-from . import config as configs
-from .errors import InvalidArgumentError
+from ..._proto import model_config_pb2 as mc
+from .. import config as configs
+from ..errors import InvalidArgumentError
 
 log = logging.getLogger("openinfer.repository")
 

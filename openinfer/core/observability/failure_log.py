@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from .errors import request_label
+from ..errors import request_label
 
 log = logging.getLogger("openinfer.server")
 

@@ -9,15 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._proto import model_config_pb2 as mc
-from . import config as configs
-from . import gpu_limit
-from .backend import Backend, ModelContext, ModelHost
-from .errors import InvalidArgumentError
+from ..._proto import model_config_pb2 as mc
+from .. import config as configs
+from ..backend import Backend, ModelContext, ModelHost
+from ..errors import InvalidArgumentError
+from ..memory import gpu_limit
+from ..model import LoadedModel
+from ..observability.stats import ModelStats
+from ..scheduling.base import InstancePool, Scheduler
 from .instance_update import instance_specs
-from .model import LoadedModel
-from .scheduling.base import InstancePool, Scheduler
-from .stats import ModelStats
 from .warmup import run_warmup
 
 if TYPE_CHECKING:

@@ -25,13 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from . import datatypes
-from .errors import (
-    AlreadyExistsError,
-    InvalidArgumentError,
-    NotFoundError,
-    UnsupportedError,
-)
+from .. import datatypes
+from ..errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, UnsupportedError
+from ..requests.requested_outputs import shm_placement
+from ..types import InferRequest, RequestedOutput, Tensor
 from .shm_regions import (
     CudaRegion,
     CudaRegionStatus,
@@ -40,8 +37,6 @@ from .shm_regions import (
     SystemRegionStatus,
     shm_key_path,
 )
-from .requested import shm_placement
-from .types import InferRequest, RequestedOutput, Tensor
 
 #: key prefixes clients may not register: Triton's python-backend regions and our own IPC files.
 RESERVED_KEY_PREFIXES = ("triton_python_backend_shm_region_", "openinfer-ipc-")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from .._proto import model_config_pb2 as mc
-from ..settings import split_pair
-from .errors import UnavailableError
+from ..._proto import model_config_pb2 as mc
+from ...settings import split_pair
+from ..errors import UnavailableError
 
 #: (free, total) bytes of a CUDA device.
 MemoryInfo = Callable[[int], "tuple[int, int] | None"]

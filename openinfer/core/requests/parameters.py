@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .errors import InvalidArgumentError
-from .types import InferRequest
+from ..errors import InvalidArgumentError
+from ..types import InferRequest
 
 RESERVED = frozenset(
     {"sequence_id", "sequence_start", "sequence_end", "priority", "timeout", "headers", "binary_data_output"}

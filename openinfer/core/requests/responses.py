@@ -11,8 +11,8 @@ import asyncio
 import collections
 from collections.abc import AsyncIterator, Callable
 
-from .errors import InternalError
-from .types import InferRequest, InferResponse
+from ..errors import InternalError
+from ..types import InferRequest, InferResponse
 
 _DONE = object()
 

@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError, UnsupportedError
+from ..types import InferRequest
 from .trace_record import OFF, TENSORS, TIMESTAMPS, Trace
-from .types import InferRequest
 
 if TYPE_CHECKING:
     from .otel import OtelTrace
@@ -231,12 +231,12 @@ class TraceManager:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self.enabled = False
-        #: The OpenTelemetry exporter in `mode=opentelemetry` (`core.otel`); None in Triton mode.
+        #: The OpenTelemetry exporter in `mode=opentelemetry` (`core.observability.otel`); None in Triton mode.
         self.otel: Any = None
         self._refresh()
 
     def use_opentelemetry(self, tracing: Any) -> None:
-        """Spans to `tracing` (`core.otel.OtelTracing`) instead of JSON files."""
+        """Spans to `tracing` (`core.observability.otel.OtelTracing`) instead of JSON files."""
         self.otel = tracing
         for setting in (self.global_default, self.global_setting):
             setting.mode = "opentelemetry"

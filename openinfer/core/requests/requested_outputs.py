@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import InvalidArgumentError
-from .types import RequestedOutput
+from ..errors import InvalidArgumentError
+from ..types import RequestedOutput
 
 _SHM_PLACEMENT = ("shared_memory_offset", "shared_memory_byte_size")
 
