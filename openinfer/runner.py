@@ -198,10 +198,10 @@ def build_server(args: Settings, log_settings: LogSettings | None = None, plugin
 def model_table(server: InferenceServer) -> str:
     rows = [("Model", "Version", "Status")]
     for row in server.repository_index():
-        if "state" not in row:
+        if not row.version:
             continue
-        status = row["state"] + (f": {row['reason']}" if row.get("reason") else "")
-        rows.append((row["name"], row["version"], status))
+        status = row.state + (f": {row.reason}" if row.reason else "")
+        rows.append((row.name, row.version, status))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
     out = [line]
@@ -219,9 +219,9 @@ def startup_failures(server: InferenceServer, args: Settings) -> list[str]:
     stores that could not be read."""
     index = server.repository_index()
     failed = {f"model repository {r.url}" for r in server.options.repository.remotes if r.last_error}
-    failed |= {r["name"] for r in index if r.get("state") == "UNAVAILABLE" and r.get("reason") != "unloaded"}
+    failed |= {r.name for r in index if r.state == "UNAVAILABLE" and r.reason != "unloaded"}
     failed |= set(server.repository.poll_failed())
-    known = {r["name"] for r in index if "state" in r}
+    known = {r.name for r in index if r.version}
     failed.update(name for name in args.load_model if name != "*" and name not in known)
     return sorted(failed)
 

@@ -199,7 +199,7 @@ class Server:
         """Every model of the repositories: (name, version) -> {name, version, state[, reason]};
         version -1 for a model with no version loaded, as in Triton's API."""
         rows = self._sync(lambda core: core.repository_index())
-        return {(row["name"], int(row["version"]) if row.get("version") else -1): dict(row) for row in rows}
+        return {(row.name, int(row.version) if row.version else -1): row.as_json() for row in rows}
 
     def model(self, name: str, version: int = -1) -> Model:
         return Model(self, name, version)

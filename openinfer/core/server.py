@@ -39,6 +39,7 @@ from .requests.versions import parse_version
 from .scheduling import InstancePool, Scheduler, make_scheduler
 from .scheduling.overlap import LOAD
 from .types import (
+    IndexRow,
     InferRequest,
     InferResponse,
     ModelMetadata,
@@ -112,6 +113,15 @@ class InferenceServer:
         await self.repository.start()
         heap.settle()
         self.started = True
+
+    def loaded_models(self) -> list[LoadedModel]:
+        """Every READY model version, by name and then version: what /metrics and the OpenAI
+        model list walk, without reaching into the repository."""
+        return self.repository.loaded_models()
+
+    def in_repository(self, name: str) -> bool:
+        """Whether the repository has exactly one folder for `name`, so a load can find it."""
+        return self.repository.find_model_dir(name) is not None
 
     def served_within(self, seconds: float) -> bool:
         """Whether any model answered a request in the last `seconds`: its clients are sending."""
@@ -327,7 +337,7 @@ class InferenceServer:
         return functools.partial(self.shm.write_output, holds=holds)
 
     # ---------------------------------------------------------------- repository
-    def repository_index(self, ready_only: bool = False, repository_name: str = "") -> list[dict[str, str]]:
+    def repository_index(self, ready_only: bool = False, repository_name: str = "") -> list[IndexRow]:
         check_repository_name(repository_name)
         return self.repository.index(ready_only)
 

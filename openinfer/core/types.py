@@ -142,3 +142,24 @@ class ServerMetadata:
     name: str
     version: str
     extensions: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One row of the repository index: a model version and its state, or a model's name alone
+    when it has no version (never loaded, or its configuration could not be read)."""
+
+    name: str
+    version: str = ""
+    state: str = ""
+    reason: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        """Triton's JSON row: `version` and `state` only for a version, `reason` only when set."""
+        row = {"name": self.name}
+        if self.version:
+            row["version"] = self.version
+            row["state"] = self.state
+        if self.reason:
+            row["reason"] = self.reason
+        return row

@@ -96,7 +96,7 @@ class TritonCollector:
         summaries = {name: _family(name, doc, "summary") for name, doc in SUMMARIES}
         histogram = _family(_HISTOGRAM, "Duration from request to first response in milliseconds", "histogram")
         cache = {name: _family(name, doc, "counter") for name, doc in _CACHE_FAMILIES}
-        for model in self.server.repository.loaded_models():
+        for model in self.server.loaded_models():
             s = model.stats
             labels = _labels(model, s)
             for name, value in (

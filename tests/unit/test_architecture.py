@@ -92,3 +92,15 @@ def test_every_core_folder_says_its_job():
         if len((ast.get_docstring(ast.parse(path.read_text())) or "").split()) < 8
     ]
     assert silent == []
+
+
+def test_frontends_ask_the_server_not_its_repository():
+    """Frontends, protocol extensions and integrations see `InferenceServer`'s methods only; what
+    the repository holds reaches them through it (`loaded_models`, `in_repository`, ...)."""
+    reaching = []
+    for folder in ("frontends", "extensions", "integrations", "api"):
+        for path in sorted((ROOT / "openinfer" / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Attribute) and node.attr == "repository":
+                    reaching.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
+    assert reaching == []

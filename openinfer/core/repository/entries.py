@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import NotFoundError, UnavailableError
 from ..model import LoadedModel
 from ..requests.versions import parse_version
+from ..types import IndexRow
 
 
 class State(enum.Enum):
@@ -89,22 +90,19 @@ def serving_model(entry: ModelEntry | None, name: str, version: str) -> LoadedMo
     return asked.model
 
 
-def index_rows(names: set[str], entries: dict[str, ModelEntry], ready_only: bool) -> list[dict[str, str]]:
+def index_rows(names: set[str], entries: dict[str, ModelEntry], ready_only: bool) -> list[IndexRow]:
     """The repository index: a row per version with a state, a name-only row for a model that
     has none (never loaded, or its configuration could not be read)."""
-    rows: list[dict[str, str]] = []
+    rows: list[IndexRow] = []
     for name in sorted(names):
         entry = entries.get(name)
         if entry is None or not entry.versions:
             if not ready_only:
-                rows.append({"name": name})
+                rows.append(IndexRow(name))
             continue
         for version in sorted(entry.versions):
             record = entry.versions[version]
             if ready_only and record.state is not State.READY:
                 continue
-            row = {"name": name, "version": str(version), "state": record.state.value}
-            if record.reason:
-                row["reason"] = record.reason
-            rows.append(row)
+            rows.append(IndexRow(name, str(version), record.state.value, record.reason or ""))
     return rows

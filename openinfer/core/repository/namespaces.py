@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..errors import InvalidArgumentError, OpenInferError
 from ..model import LoadedModel
+from ..types import IndexRow
 from .repository import ModelRepository, RepositoryOptions
 from .version_loader import VersionLoader
 
@@ -93,9 +94,9 @@ class NamespacedRepository:
     def all_ready(self) -> bool:
         return all(child.all_ready() for child in self.namespaces)
 
-    def index(self, ready_only: bool = False) -> list[dict[str, str]]:
+    def index(self, ready_only: bool = False) -> list[IndexRow]:
         rows = [row for child in self.namespaces for row in child.index(ready_only)]
-        return sorted(rows, key=lambda row: (row["name"], row.get("version", "")))
+        return sorted(rows, key=lambda row: (row.name, row.version))
 
     def poll_failed(self) -> list[str]:
         return sorted({name for child in self.namespaces for name in child.poll_failed()})

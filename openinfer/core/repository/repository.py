@@ -30,6 +30,7 @@ from ..errors import (
 )
 from ..memory import heap
 from ..model import LoadedModel
+from ..types import IndexRow
 from . import instance_update
 from . import model_dir as model_folder
 from .entries import ModelEntry, State, VersionRecord, index_rows, serving_model
@@ -148,7 +149,7 @@ class ModelRepository:
         """Triton's strict readiness: every model with a state is READY (unloaded ones aside)."""
         return all(entry.settled() for entry in self.entries.values())
 
-    def index(self, ready_only: bool = False) -> list[dict[str, str]]:
+    def index(self, ready_only: bool = False) -> list[IndexRow]:
         return index_rows(set(self.scan()) | set(self.entries), self.entries, ready_only)
 
     # ------------------------------------------------------------------- start

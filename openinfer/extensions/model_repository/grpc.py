@@ -16,9 +16,7 @@ class ModelRepositoryRpcs:
     async def RepositoryIndex(self, request, context):
         response = pb.RepositoryIndexResponse()
         for row in self.server.repository_index(request.ready, request.repository_name):
-            response.models.add(
-                name=row["name"], version=row.get("version", ""), state=row.get("state", ""), reason=row.get("reason", "")
-            )
+            response.models.add(name=row.name, version=row.version, state=row.state, reason=row.reason)
         return response
 
     async def RepositoryModelLoad(self, request, context):

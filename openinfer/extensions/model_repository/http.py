@@ -39,7 +39,7 @@ async def repository_index(server: InferenceServer, req: HttpRequest) -> HttpRes
         if not isinstance(value, bool):
             raise InvalidArgumentError("attempt to access JSON non-boolean as boolean")  # Triton's words
         ready = value
-    return json_response(server.repository_index(ready, _repository_name(req)))
+    return json_response([row.as_json() for row in server.repository_index(ready, _repository_name(req))])
 
 
 async def repository_load(server: InferenceServer, req: HttpRequest) -> HttpResponse:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-from ...core import datatypes
-from ...core.errors import InvalidArgumentError, OpenInferError, request_label
+from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.observability import otel
 from ...core.observability.failure_log import log_failure
 from ...core.requests.parameters import forward_headers
 from ...core.requests.protocols import Protocol
-from ...core.types import InferRequest, InferResponse, Tensor
+from ...core.requests.raw_input import raw_request
+from ...core.types import InferRequest, InferResponse
 from .app import TEXT, HttpApp, HttpRequest, HttpResponse, error_response, json_response
 from .codec import decode_request, encode_response
 from .compression import choose_encoding, compress, decompress
@@ -78,7 +78,7 @@ def decode_infer(app: HttpApp, req: HttpRequest, name: str, version: str) -> tup
     body = decompress(req.body, req.headers.get("content-encoding"), app.options.max_input_size)
     header_length = _header_length(req.headers.get("inference-header-content-length"), len(body))
     if header_length == 0:
-        request, binary_default = raw_request(app, body, name, version), True
+        request, binary_default = raw_request(app.server.model(name, version), body, version), True
     else:
         request, binary_default = decode_request(body, header_length, name, version)
     if app.forward is not None:
@@ -99,37 +99,6 @@ def encode_infer(req: HttpRequest, response: InferResponse, binary_default: bool
         payload, blobs = compress(b"".join([payload, *blobs]), encoding), []
         headers.append((b"content-encoding", encoding.encode()))
     return HttpResponse(200, payload, headers, tail=blobs)
-
-
-def raw_request(app: HttpApp, body: bytes, name: str, version: str) -> InferRequest:
-    """Header length 0: the whole body is the data of the model's only input."""
-    model = app.server.model(name, version)
-    if len(model.inputs) != 1:
-        raise InvalidArgumentError(
-            f"{request_label(None)}Raw request must only have 1 input (found 1) to be deduced but got "
-            f"{len(model.inputs)} inputs in '{name}' model configuration"
-        )
-    spec = next(iter(model.inputs.values()))
-    dims = list(spec.dims)
-    known = datatypes.element_count([d for d in dims if d != -1])
-    variable = dims.count(-1)
-    if variable > 1:
-        raise InvalidArgumentError(
-            f"{request_label(None)}The shape of the raw input '{spec.name}' can not be deduced because there "
-            "are more than one variable-sized dimension"
-        )
-    if spec.datatype == "BYTES":  # the whole body is the one element, as Triton takes it
-        if variable or known != 1:
-            raise InvalidArgumentError(
-                f"{request_label(None)}For BYTE datatype raw input '{spec.name}', the model must have input "
-                "shape [1]"
-            )
-        body = len(body).to_bytes(4, "little") + body
-    elif variable == 1:
-        dims[dims.index(-1)] = len(body) // datatypes.lookup(spec.datatype).size // max(known, 1)
-    shape = [1, *dims] if model.max_batch_size > 0 else dims
-    array = datatypes.from_wire_bytes(memoryview(body), spec.datatype, tuple(shape), name=spec.name, model=name)
-    return InferRequest(model_name=name, model_version=version, inputs=[Tensor(spec.name, spec.datatype, tuple(shape), array)])
 
 
 def install(app: HttpApp, extensions: Sequence[Callable[[HttpApp], None]] = ()) -> None:

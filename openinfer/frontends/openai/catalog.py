@@ -144,7 +144,7 @@ class ModelCatalog:
 
     def loaded(self) -> list[ModelInfo]:
         models = {}
-        for model in self.server.repository.loaded_models():
+        for model in self.server.loaded_models():
             models[model.name] = model  # newest READY version wins, as for inference
         live = {id(m) for m in models.values()}
         for key in [k for k in self._cache if k not in live]:

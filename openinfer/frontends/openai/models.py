@@ -57,7 +57,7 @@ class ModelsServing:
         async with self._lock:
             if self.ctx.catalog.find(name) is not None:
                 raise invalid(f"Model '{name}' is already loaded", "model", "model_already_loaded")
-            if self.ctx.server.repository.find_model_dir(name) is None:
+            if not self.ctx.server.in_repository(name):
                 raise not_found(
                     f"Failed to load model '{name}': failed to poll from model repository (no such model)",
                     "model",

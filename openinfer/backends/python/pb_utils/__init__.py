@@ -6,6 +6,7 @@ finds it. Each module holds one part of the API; what reaches the server goes th
 host that whoever runs the model installs (`_host`).
 """
 
+from . import _host
 from .dtypes import (
     TRITON_STRING_TO_NUMPY,
     deserialize_bytes_tensor,
@@ -14,7 +15,6 @@ from .dtypes import (
     triton_string_to_numpy,
     triton_to_numpy_type,
 )
-from . import _host
 from .errors import TritonError, TritonModelException
 from .loading import is_model_ready, load_model, unload_model
 from .logger import Logger, LogLevel

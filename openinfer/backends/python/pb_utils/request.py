@@ -12,7 +12,13 @@ import numpy as np
 from ..wire import WireRequest
 from . import _host
 from .errors import TritonError, TritonModelException, require, require_list_of
-from .response import InferenceResponse, InferenceResponseSender, ResponseIterator, parameters_json, response_of
+from .response import (
+    InferenceResponse,
+    InferenceResponseSender,
+    ResponseIterator,
+    parameters_json,
+    response_of,
+)
 from .tensor import Tensor
 
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
