@@ -24,7 +24,7 @@ from .memory.shm import SharedMemoryManager
 from .model import LoadedModel
 from .observability.custom_metrics import CustomMetrics
 from .observability.log_settings import LogSettings
-from .observability.stats import ModelStats
+from .observability.stats import ModelStatistics, ModelStats
 from .observability.trace import TraceManager
 from .repository.load_requests import check_repository_name, load_overrides, unload_dependents
 from .repository.namespaces import NamespacedRepository
@@ -377,9 +377,9 @@ class InferenceServer:
         await self.unload_model(name, unload_dependents(parameters))
 
     # ---------------------------------------------------------------- statistics
-    def statistics(self, name: str = "", version: str = "") -> list[dict[str, Any]]:
+    def statistics(self, name: str = "", version: str = "") -> list[ModelStatistics]:
         if not name:
-            return [m.stats.as_dict() for m in self.repository.loaded_models()]
+            return [m.stats.snapshot() for m in self.repository.loaded_models()]
         if version:
             try:
                 model = self.repository.get(name, version)
@@ -387,11 +387,11 @@ class InferenceServer:
                 raise InvalidArgumentError(
                     f"requested model version is not available for model '{name}'"
                 ) from None
-            return [model.stats.as_dict()]
+            return [model.stats.snapshot()]
         ready = self.repository.ready_versions(name)
         if not ready:
             raise InvalidArgumentError(f"requested model '{name}' is not available")
-        return [self.repository.get(name, str(v)).stats.as_dict() for v in ready]
+        return [self.repository.get(name, str(v)).stats.snapshot() for v in ready]
 
 
 def _refuse_shared_memory(request: InferRequest) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -16,8 +16,6 @@ class Duration:
         self.count += count
         self.ns += ns
 
-    def as_dict(self) -> dict[str, int]:
-        return {"count": self.count, "ns": self.ns}
 
 
 @dataclass(slots=True)
@@ -149,36 +147,96 @@ class ModelStats:
             self.fail.add(total_ns)
             self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
 
-    def as_dict(self) -> dict[str, Any]:
+    def snapshot(self) -> ModelStatistics:
+        """The counters as they stand, for the statistics extension."""
+        inference = InferenceStatistics(*(_counted(getattr(self, key)) for key in INFERENCE_KEYS))
+        batches = tuple(
+            BatchStatistics(size, _counted(b.compute_input), _counted(b.compute_infer), _counted(b.compute_output))
+            for size, b in sorted(self.batches.items())
+        )
+        return ModelStatistics(
+            self.name, self.version, self.last_inference_ms, self.inference_count, self.execution_count,
+            inference, batches,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A count and the nanoseconds it took, as read at one moment."""
+
+    count: int
+    ns: int
+
+
+def _counted(duration: Duration) -> Counted:
+    return Counted(duration.count, duration.ns)
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceStatistics:
+    """Per-request times; fields in the order of Triton's `inference_stats`."""
+
+    success: Counted
+    fail: Counted
+    queue: Counted
+    compute_input: Counted
+    compute_infer: Counted
+    compute_output: Counted
+    cache_hit: Counted
+    cache_miss: Counted
+
+
+#: Triton's `inference_stats` keys, in its order.
+INFERENCE_KEYS = tuple(f.name for f in fields(InferenceStatistics))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchStatistics:
+    """Per-execution compute times of one batch size."""
+
+    batch_size: int
+    compute_input: Counted
+    compute_infer: Counted
+    compute_output: Counted
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStatistics:
+    """One model version's statistics at one moment: what both frontends report."""
+
+    name: str
+    version: str
+    last_inference: int
+    inference_count: int
+    execution_count: int
+    inference: InferenceStatistics
+    batches: tuple[BatchStatistics, ...]
+
+    def as_json(self) -> dict[str, Any]:
         """Triton's `model_stats[]` entry, keys in Triton's order."""
         return {
             "name": self.name,
             "version": self.version,
-            "last_inference": self.last_inference_ms,
+            "last_inference": self.last_inference,
             "inference_count": self.inference_count,
             "execution_count": self.execution_count,
-            "inference_stats": {
-                "success": self.success.as_dict(),
-                "fail": self.fail.as_dict(),
-                "queue": self.queue.as_dict(),
-                "compute_input": self.compute_input.as_dict(),
-                "compute_infer": self.compute_infer.as_dict(),
-                "compute_output": self.compute_output.as_dict(),
-                "cache_hit": self.cache_hit.as_dict(),
-                "cache_miss": self.cache_miss.as_dict(),
-            },
+            "inference_stats": {key: _as_json(getattr(self.inference, key)) for key in INFERENCE_KEYS},
             "response_stats": {},
             "batch_stats": [
                 {
-                    "batch_size": size,
-                    "compute_input": b.compute_input.as_dict(),
-                    "compute_infer": b.compute_infer.as_dict(),
-                    "compute_output": b.compute_output.as_dict(),
+                    "batch_size": b.batch_size,
+                    "compute_input": _as_json(b.compute_input),
+                    "compute_infer": _as_json(b.compute_infer),
+                    "compute_output": _as_json(b.compute_output),
                 }
-                for size, b in sorted(self.batches.items())
+                for b in self.batches
             ],
             "memory_usage": [],
         }
+
+
+def _as_json(counted: Counted) -> dict[str, int]:
+    return {"count": counted.count, "ns": counted.ns}
 
 
 def record_compute(requests: Any, start_ns: int, timing: ExecutionTiming) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..._proto import grpc_service_pb2 as pb
+from ...core.observability.stats import INFERENCE_KEYS, Counted
 from ...core.server import InferenceServer
 
 
@@ -12,22 +13,24 @@ class StatisticsRpcs:
     server: InferenceServer
 
     async def ModelStatistics(self, request, context):
-        stats = self.server.statistics(request.name, request.version)
         response = pb.ModelStatisticsResponse()
-        for entry in stats:
+        for stats in self.server.statistics(request.name, request.version):
             item = response.model_stats.add(
-                name=entry["name"],
-                version=entry["version"],
-                last_inference=entry["last_inference"],
-                inference_count=entry["inference_count"],
-                execution_count=entry["execution_count"],
+                name=stats.name,
+                version=stats.version,
+                last_inference=stats.last_inference,
+                inference_count=stats.inference_count,
+                execution_count=stats.execution_count,
             )
-            for key, value in entry["inference_stats"].items():
-                getattr(item.inference_stats, key).count = value["count"]
-                getattr(item.inference_stats, key).ns = value["ns"]
-            for batch in entry["batch_stats"]:
-                b = item.batch_stats.add(batch_size=batch["batch_size"])
+            for key in INFERENCE_KEYS:
+                _fill(getattr(item.inference_stats, key), getattr(stats.inference, key))
+            for batch in stats.batches:
+                b = item.batch_stats.add(batch_size=batch.batch_size)
                 for key in ("compute_input", "compute_infer", "compute_output"):
-                    getattr(b, key).count = batch[key]["count"]
-                    getattr(b, key).ns = batch[key]["ns"]
+                    _fill(getattr(b, key), getattr(batch, key))
         return response
+
+
+def _fill(duration: pb.StatisticDuration, counted: Counted) -> None:
+    duration.count = counted.count
+    duration.ns = counted.ns

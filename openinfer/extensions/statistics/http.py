@@ -11,7 +11,7 @@ from ...frontends.http.paths import MODEL, model_args
 
 async def model_stats(server: InferenceServer, req: HttpRequest) -> HttpResponse:
     name, version = ("", "") if req.match is None or req.match.lastindex is None else model_args(req)
-    return json_response({"model_stats": server.statistics(name, version)})
+    return json_response({"model_stats": [stats.as_json() for stats in server.statistics(name, version)]})
 
 
 def install(app: HttpApp, group: str | None) -> None:
