@@ -17,6 +17,7 @@ from typing import Protocol
 from .._proto import model_config_pb2 as mc
 from .observability.custom_metrics import CustomMetrics
 from .observability.stats import ExecutionTiming, ModelStats
+from .repository.text_model import TextModel, read_text_model
 from .requests.responses import ResponseSender
 from .types import InferRequest, InferResponse
 
@@ -144,3 +145,8 @@ class Backend(abc.ABC):
 
     async def unload(self, ctx: ModelContext) -> None:
         """Called once after every instance of a model version has stopped."""
+
+    def describe_text(self, ctx: ModelContext) -> TextModel:
+        """The model as a text model, for the OpenAI frontend: read from its folder as Triton's
+        OpenAI frontend reads it, unless the backend knows better (its own files, its engine)."""
+        return read_text_model(ctx)

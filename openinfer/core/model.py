@@ -17,6 +17,7 @@ from .backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from .config import protocol_dims
 from .errors import InvalidArgumentError, request_label
 from .observability.stats import ModelStats
+from .repository.text_model import TextModel
 from .requests.inflight import InFlight
 from .scheduling.sequence_state import injected_input_names
 from .types import InferRequest, ModelMetadata, RequestedOutput, TensorMetadata
@@ -109,7 +110,15 @@ class LoadedModel:
         self.injected_inputs: frozenset[str] = frozenset()
         #: Requests admitted and not yet concluded (Triton's pending request count).
         self.inflight = InFlight()
+        self._text: TextModel | None = None
         self.refresh_specs()
+
+    @property
+    def text(self) -> TextModel:
+        """What its backend says of it as a text model (read once, on first use)."""
+        if self._text is None:
+            self._text = self.backend.describe_text(self.ctx)
+        return self._text
 
     def refresh_specs(self) -> None:
         """Index inputs and outputs (after auto-complete may have filled them)."""

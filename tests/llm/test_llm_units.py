@@ -10,8 +10,9 @@ import pytest
 from openinfer._proto import model_config_pb2 as mc
 from openinfer.backends.llm import interface
 from openinfer.backends.llm.detokenizer import IncrementalDetokenizer, find_stop
-from openinfer.backends.llm.sampling import generation_defaults, load_parameters, parse_sampling
+from openinfer.backends.llm.sampling import load_parameters, parse_sampling
 from openinfer.core.errors import InvalidArgumentError
+from openinfer.core.repository.text_model import generation_defaults
 from openinfer.core.types import InferRequest, Tensor
 
 

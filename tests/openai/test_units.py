@@ -8,9 +8,10 @@ import shutil
 import pytest
 
 from openinfer.core.errors import InternalError, InvalidArgumentError
+from openinfer.core.repository.text_model import adapter_names
 from openinfer.frontends.openai.catalog import ModelInfo
 from openinfer.frontends.openai.chat.protocol import ChatCompletionRequest
-from openinfer.frontends.openai.lora import adapter_names, split_name
+from openinfer.frontends.openai.lora import split_name
 from openinfer.frontends.openai.protocol import parse_request
 from openinfer.frontends.openai.sampling import build_sampling, token_limit
 from openinfer.frontends.openai.tokenizer import render_chat
@@ -51,11 +52,11 @@ def test_lora_names(tmp_path):
     assert split_name("a_lora_b_lora_c", "_lora_") == ("a_lora_b_lora_c", None)
     assert split_name("_lora_x", "_lora_") == ("_lora_x", None)
     (tmp_path / "multi_lora.json").write_text(json.dumps({"doll": "d", "sheep": "s"}))
-    assert adapter_names(tmp_path) == ["doll", "sheep"]
+    assert adapter_names(tmp_path) == ("doll", "sheep")
     (tmp_path / "model.json").write_text(json.dumps({"enable_lora": "FALSE"}))
-    assert adapter_names(tmp_path) == []
+    assert adapter_names(tmp_path) == ()
     (tmp_path / "model.json").write_text("{not json")
-    assert adapter_names(tmp_path) == ["doll", "sheep"]
+    assert adapter_names(tmp_path) == ("doll", "sheep")
 
 
 def test_token_limit():

@@ -104,3 +104,15 @@ def test_frontends_ask_the_server_not_its_repository():
                 if isinstance(node, ast.Attribute) and node.attr == "repository":
                     reaching.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
     assert reaching == []
+
+
+def test_no_frontend_reads_a_models_files():
+    """What a model's folder says (its tokenizer, adapters, generation defaults) reaches the
+    frontends from its backend (`LoadedModel.text`); no frontend opens those files itself."""
+    files = ("model.json", "multi_lora.json", "generation_config.json", "config.json")
+    reading = []
+    for path in sorted((ROOT / "openinfer" / "frontends").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
+                reading.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}: {node.value}")
+    assert reading == []

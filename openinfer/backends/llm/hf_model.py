@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import InvalidArgumentError, UnavailableError
+from ...core.repository.text_model import generation_defaults
 from . import llama_decode
 from .interface import EMBED, GENERATE
 from .model_files import ModelFiles
-from .sampling import generation_defaults
 
 log = logging.getLogger("openinfer.llm")
 

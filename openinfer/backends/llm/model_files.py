@@ -14,13 +14,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ...core.backend import ModelContext
 from ...core.errors import InternalError, InvalidArgumentError
-
-ENGINE_ARGS_FILE = "model.json"
-MULTI_LORA_FILE = "multi_lora.json"
+from ...core.repository.text_model import (
+    ENGINE_ARGS_FILE,
+    MULTI_LORA_FILE,
+    TextModel,
+    chat_template,
+    generation_defaults,
+    has_tokenizer,
+    max_model_len,
+)
 
 
 @dataclass
@@ -109,3 +116,20 @@ def check_lora(name: str | None, files: ModelFiles, supported: list[str]) -> Non
         raise InternalError("LoRA feature is not enabled.")
     if name not in supported:
         raise InternalError(f"LoRA {name} is not supported, we currently support {supported}")
+
+
+def describe_text(ctx: ModelContext) -> TextModel:
+    """What the LLM backends serve, from their own reading of model.json: the adapters they
+    load, the engine's `max_model_len` before the model's own, the tokenizer the engine uses."""
+    files = read_model_files(ctx)
+    source = files.local
+    tokenizer = Path(files.tokenizer)
+    length = files.engine_args.get("max_model_len")
+    return TextModel(
+        source_dir=source,
+        tokenizer_dir=tokenizer if has_tokenizer(tokenizer) else None,
+        chat_template=chat_template(ctx),
+        loras=tuple(files.loras) if files.lora_enabled else (),
+        generation_defaults=MappingProxyType(generation_defaults(files.read_json("generation_config.json"))),
+        max_model_len=int(length) if length else max_model_len(files.read_json("config.json")),
+    )

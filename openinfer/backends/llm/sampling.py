@@ -15,16 +15,6 @@ from typing import Any
 
 from ...core.errors import InvalidArgumentError
 
-#: generation_config.json key -> sampling key (the subset vLLM honours).
-GENERATION_CONFIG_KEYS = {
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "min_p": "min_p",
-    "repetition_penalty": "repetition_penalty",
-    "max_new_tokens": "max_tokens",
-}
-
 _GUIDED_KINDS = ("json", "regex", "choice", "grammar", "json_object")
 
 
@@ -283,7 +273,3 @@ def _validate(sp: SamplingParams) -> None:
     if sp.seed is not None and not -(2**63) <= sp.seed < 2**64:
         fail(f"seed must fit in 64 bits, got {sp.seed}.")
 
-
-def generation_defaults(raw: dict[str, Any]) -> dict[str, Any]:
-    """The sampling defaults a model's generation_config.json sets explicitly."""
-    return {ours: raw[key] for key, ours in GENERATION_CONFIG_KEYS.items() if raw.get(key) is not None}

@@ -20,13 +20,14 @@ import logging
 from ..._proto import model_config_pb2 as mc
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InvalidArgumentError, OpenInferError
+from ...core.repository.text_model import TextModel
 from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest
 from . import hf_model, interface
 from .embeddings import EmbeddingEngine, EmbedJob
 from .engine import BASE_ADAPTER, MAX_NUM_BATCHED_TOKENS, GenerationEngine, Group
 from .engine_thread import EngineThread
-from .model_files import ModelFiles, check_lora, flag, read_model_files
+from .model_files import ModelFiles, check_lora, describe_text, flag, read_model_files
 from .prefix_cache import PrefixCache
 from .sampling import load_parameters, parse_sampling
 
@@ -98,6 +99,9 @@ class TransformersInstance(ModelInstance):
 
 class TransformersBackend(Backend):
     name = "transformers"
+
+    def describe_text(self, ctx: ModelContext) -> TextModel:
+        return describe_text(ctx)
 
     async def auto_complete(self, ctx: ModelContext) -> None:
         task = hf_model.detect_task(read_model_files(ctx))

@@ -18,10 +18,11 @@ from typing import Any
 from ...core.backend import Backend, InstanceSpec, ModelContext, ModelInstance
 from ...core.errors import InternalError, InvalidArgumentError, OpenInferError, UnavailableError
 from ...core.observability.stats import ExecutionTiming
+from ...core.repository.text_model import TextModel
 from ...core.requests.responses import ResponseSender
 from ...core.types import InferRequest, InferResponse
 from . import interface
-from .model_files import ModelFiles, check_lora, read_model_files
+from .model_files import ModelFiles, check_lora, describe_text, read_model_files
 from .sampling import SamplingParams, load_parameters, parse_sampling
 
 log = logging.getLogger("openinfer.llm")
@@ -248,6 +249,9 @@ class VllmInstance(ModelInstance):
 
 class VllmBackend(Backend):
     name = "vllm"
+
+    def describe_text(self, ctx: ModelContext) -> TextModel:
+        return describe_text(ctx)
 
     async def auto_complete(self, ctx: ModelContext) -> None:
         read_model_files(ctx)  # model.json must exist, as Triton requires

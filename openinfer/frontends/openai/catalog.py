@@ -1,13 +1,12 @@
 """Which loaded models the OpenAI frontend serves, and what it knows about each.
 
-Facts are read from the core's loaded model (config, directories) and the model's own files
-(`model.json`, `generation_config.json`, `config.json`, `multi_lora.json`), cached per loaded
-model object so a reload is seen at once.
+Facts come from the core's loaded model: its config, and what its backend says of it as a text
+model (`LoadedModel.text`: tokenizer, chat template, adapters, generation defaults). They are
+cached per loaded model object, so a reload is seen at once.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -17,24 +16,12 @@ from typing import Any
 from ...core.errors import OpenInferError
 from ...core.server import InferenceServer
 from .errors import invalid, model_not_found
-from .lora import adapter_names, split_name
-from .tokenizer import model_chat_template, model_source_dir, model_tokenizer_dir
+from .lora import split_name
 
 log = logging.getLogger("openinfer.openai")
 
 OWNED_BY = "openinfer"
 GENERATE, EMBED, OTHER = "generate", "embed", "other"
-
-#: generation_config.json keys -> sampling parameter names (vLLM's `--generation-config auto`).
-_GENERATION_DEFAULTS = {
-    "temperature": "temperature",
-    "top_p": "top_p",
-    "top_k": "top_k",
-    "min_p": "min_p",
-    "repetition_penalty": "repetition_penalty",
-    "max_new_tokens": "max_tokens",
-}
-
 
 @dataclass
 class TensorShape:
@@ -75,18 +62,6 @@ class ResolvedModel:
     lora: str | None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
-
-
-def _config_parameters(model: Any) -> dict[str, str]:
-    return {key: value.string_value for key, value in model.config.parameters.items()}
-
-
 class ModelCatalog:
     """Builds `ModelInfo` on first sight of each loaded model object."""
 
@@ -100,17 +75,7 @@ class ModelCatalog:
         ctx = model.ctx
         inputs = {name: TensorShape(spec.datatype, spec.dims) for name, spec in model.inputs.items()}
         kind = GENERATE if "text_input" in inputs else EMBED if "embedding_request" in inputs else OTHER
-        parameters = _config_parameters(model)
-        source = model_source_dir(ctx.version_dir, ctx.model_dir, parameters)
-        defaults: dict[str, Any] = {}
-        max_len = None
-        if source is not None:
-            generation = _read_json(source / "generation_config.json")
-            for key, target in _GENERATION_DEFAULTS.items():
-                if generation.get(key) is not None:
-                    defaults[target] = generation[key]
-            hf_config = _read_json(source / "config.json")
-            max_len = hf_config.get("max_position_embeddings") or hf_config.get("n_positions")
+        text = model.text
         request_format = self.forced_backend or (
             "tensorrtllm" if "max_tokens" in inputs and "sampling_parameters" not in inputs else "vllm"
         )
@@ -124,12 +89,12 @@ class ModelCatalog:
             outputs=set(model.outputs),
             batched=model.max_batch_size > 0,
             decoupled=bool(model.decoupled),
-            source_dir=source,
-            tokenizer_dir=model_tokenizer_dir(ctx.version_dir, ctx.model_dir, parameters, source),
-            chat_template=model_chat_template(ctx.version_dir, ctx.model_dir),
-            loras=adapter_names(ctx.version_dir) if kind == GENERATE else [],
-            generation_defaults=defaults,
-            max_model_len=int(max_len) if isinstance(max_len, int) else None,
+            source_dir=text.source_dir,
+            tokenizer_dir=text.tokenizer_dir,
+            chat_template=text.chat_template,
+            loras=list(text.loras) if kind == GENERATE else [],
+            generation_defaults=dict(text.generation_defaults),
+            max_model_len=text.max_model_len,
             request_format=request_format,
         )
         log.info("Found model: name='%s', backend='%s'", info.name, info.backend)

@@ -1,6 +1,7 @@
 """Tokenizers and chat templates: transformers' `AutoTokenizer` and `apply_chat_template`.
 
-A tokenizer is found from `--tokenizer`, or from the model's own directory (see INTERFACE.md);
+A tokenizer is found from `--tokenizer`, or from what the model's backend says of it
+(`LoadedModel.text`, read from the model's folder; see INTERFACE.md);
 each is loaded once, in a worker thread, and shared by every model that names the same path.
 A model without a tokenizer (a Python model that tokenizes for itself) may still be chatted
 with: its `chat_template.jinja`, or `--chat-template`, is rendered by transformers' own template
@@ -10,84 +11,12 @@ renderer, the one `apply_chat_template` calls.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from .errors import internal, invalid
 
 log = logging.getLogger("openinfer.openai")
-
-_TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
-#: A chat template stored on its own, as transformers saves it next to a tokenizer.
-CHAT_TEMPLATE_FILE = "chat_template.jinja"
-
-
-def _has_tokenizer(path: Path) -> bool:
-    return path.is_dir() and any((path / name).is_file() for name in _TOKENIZER_FILES)
-
-
-def _resolve(value: str, *bases: Path) -> Path | None:
-    """A directory named absolutely or relative to one of `bases` (version dir, then model dir)."""
-    path = Path(value).expanduser()
-    if path.is_absolute():
-        return path if path.is_dir() else None
-    for base in bases:
-        if (base / path).is_dir():
-            return (base / path).resolve()
-    return None
-
-
-def _named_dir(version_dir: Path, model_dir: Path, parameters: dict[str, str], key: str) -> Path | None:
-    """`key` from the config's parameters, then from `model.json` (vLLM engine arguments)."""
-    value = parameters.get(key)
-    found = _resolve(value, version_dir, model_dir) if value else None
-    if found is not None:
-        return found
-    engine = version_dir / "model.json"
-    if not engine.is_file():
-        return None
-    try:
-        doc = json.loads(engine.read_text())
-    except (OSError, ValueError):
-        return None
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return _resolve(value, version_dir, model_dir) if isinstance(value, str) else None
-
-
-def model_source_dir(version_dir: Path, model_dir: Path, parameters: dict[str, str]) -> Path | None:
-    """Where a model's weights, generation_config.json and config.json live, if we can tell."""
-    found = _named_dir(version_dir, model_dir, parameters, "model")
-    if found is not None:
-        return found
-    for candidate in (version_dir, model_dir):
-        if _has_tokenizer(candidate) or (candidate / "config.json").is_file():
-            return candidate
-    return None
-
-
-def model_tokenizer_dir(
-    version_dir: Path, model_dir: Path, parameters: dict[str, str], source: Path | None
-) -> Path | None:
-    """The tokenizer named for the model, else the one stored with its weights."""
-    found = _named_dir(version_dir, model_dir, parameters, "tokenizer")
-    if found is not None and _has_tokenizer(found):
-        return found
-    return source if source is not None and _has_tokenizer(source) else None
-
-
-def model_chat_template(version_dir: Path, model_dir: Path) -> str | None:
-    """The text of a `chat_template.jinja` in the version directory, else the model directory."""
-    for candidate in (version_dir, model_dir):
-        path = candidate / CHAT_TEMPLATE_FILE
-        if path.is_file():
-            try:
-                return path.read_text()
-            except (OSError, UnicodeDecodeError) as exc:
-                log.warning("cannot read %s: %s", path, exc)
-    return None
-
 
 class TokenizerCache:
     """Loads each tokenizer path once; concurrent first uses wait for the same load."""
