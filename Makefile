@@ -66,7 +66,7 @@ bench: install-test
 
 # docs/cli.md is generated from the argument parsers; a test checks it is current.
 docs: install
-	$(BIN)/python -m openinfer.clidoc docs/cli.md
+	$(BIN)/python -m openinfer.app.clidoc docs/cli.md
 
 # PROVIDER_JARS: a folder with Flink's flink-model-triton jar and its dependencies (docs/flink.md);
 # without it the provider's rows are skipped and the output says why.

@@ -78,7 +78,7 @@ class ServerProcess:
     def __init__(self, repository: Path, log_path: Path) -> None:
         self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         command = [
-            sys.executable, "-m", "openinfer.cli", "serve",
+            sys.executable, "-m", "openinfer", "serve",
             "--model-repository", str(repository),
             "--http-port", str(self.http_port), "--grpc-port", str(self.grpc_port),
             "--metrics-port", str(self.metrics_port),

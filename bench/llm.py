@@ -74,13 +74,13 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
     import orjson
 
     from openinfer.backends.llm.baseline import run_like_the_server
-    from openinfer.cli import serve_parser
+    from openinfer.app.cli import serve_parser
     from openinfer.frontends.openai.completion.serving import CompletionServing
     from openinfer.frontends.openai.context import FrontendContext
     from openinfer.frontends.openai.options import OpenAIOptions
     from openinfer.frontends.openai.sse import EventStream
-    from openinfer.runner import build_server
-    from openinfer.settings import Settings
+    from openinfer.app.compose import build_server
+    from openinfer.app.settings import Settings
 
     async def measure() -> list[dict[str, Any]]:
         args = Settings.from_args(serve_parser().parse_args(["--model-repository", str(repo), "--openai-port", "1"]))

@@ -50,7 +50,7 @@ def openinfer_bench(server: LlmServer, load: Load) -> dict[str, Any]:
     """`openinfer bench openai` against `server`; its figures, or RuntimeError with its output."""
     extra = [arg for k, v in load.body_fields(server).items() for arg in ("--extra-inputs", f"{k}:{json.dumps(v)}")]
     command = [
-        sys.executable, "-m", "openinfer.cli", "bench", "openai", "-m", server.model, "-u", server.url,
+        sys.executable, "-m", "openinfer", "bench", "openai", "-m", server.model, "-u", server.url,
         "--endpoint-type", "completions", "--streaming", "--synthetic-input-tokens-mean", str(load.prompt_words),
         "--output-tokens-mean", str(load.max_tokens), *extra, "--concurrency", str(load.concurrency),
         "--request-count", str(load.requests), "--warmup-request-count", str(load.warmup),

@@ -90,7 +90,7 @@ def openinfer(model_dir: Path, workdir: Path) -> LlmServer:
     repo = workdir / "models"
     write_llm_model(repo, MODEL, model_dir, model_json={"cpu_threads": 1, "max_num_seqs": 16})
     (port,) = free_ports(1)
-    command = [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
+    command = [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(repo),
                "--openai-port", str(port), "--openai-address", "127.0.0.1", "--enable-kserve-frontends", "false"]
     return LlmServer("openinfer", "openinfer", command, {"HF_HUB_OFFLINE": "1"}, "/health/ready", MODEL,
                      {"min_tokens": None, "ignore_eos": True}, port, workdir / "openinfer.log")

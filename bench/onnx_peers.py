@@ -240,7 +240,7 @@ def make_servers(keys: list[str], work: Path, install: bool) -> tuple[list[Proce
                 (repo / name / "config.pbtxt").write_text(openinfer_config(name))
                 (repo / name / "1" / "model.onnx").write_bytes(files[name].read_bytes())
             http, grpc, metrics = free_ports(3)
-            argv = [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
+            argv = [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(repo),
                     "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
                     "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1"]
             servers.append(Process(key, "openinfer (onnxruntime backend)", argv, http, grpc, ROOT))

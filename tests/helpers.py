@@ -132,7 +132,7 @@ class Server:
         """Start on `ports` (HTTP, gRPC, metrics), or on free ones."""
         self.http_port, self.grpc_port, self.metrics_port = ports or tuple(free_ports(3))
         command = [
-            *self.launcher, sys.executable, "-m", "openinfer.cli", "serve",
+            *self.launcher, sys.executable, "-m", "openinfer", "serve",
             "--model-repository", str(self.repository),
             "--http-port", str(self.http_port),
             "--grpc-port", str(self.grpc_port),

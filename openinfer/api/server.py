@@ -4,7 +4,7 @@
         response = server.model("add_sub").infer(inputs={"INPUT0": a, "INPUT1": b})
 
 The core, its models and any frontends run on one event loop in a thread of their own (see
-`loop.py`), composed exactly as `openinfer serve` composes them (`runner.compose`). Every
+`loop.py`), composed exactly as `openinfer serve` composes them (`app.compose`). Every
 method may be called from any thread; `Model.async_infer` serves asyncio callers.
 """
 
@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 
 from ..core.errors import UnavailableError
 from ..core.server import InferenceServer
-from ..runner import Composition
-from ..settings import Settings
+from ..app.compose import Composition
+from ..app.settings import Settings
 from .loop import LoopThread
 from .model import Model
 
@@ -34,7 +34,7 @@ T = TypeVar("T")
 def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> Settings:
     """`openinfer serve`'s parsed flags: its defaults, then `flags` by their Python names
     (`strict_readiness=False` for `--strict-readiness=false`)."""
-    from ..serve_flags import serve_parser
+    from ..app.serve_flags import serve_parser
 
     repos = [model_repository] if isinstance(model_repository, (str, Path)) else list(model_repository)
     argv = [word for repo in repos for word in ("--model-repository", str(repo))]
@@ -88,7 +88,8 @@ class Server:
         `exit_on_error` (the default) a model that fails to load makes this raise."""
         if self._core is not None:
             raise UnavailableError("the server is already started")
-        from ..runner import compose, startup_failures
+        from ..app.compose import compose
+        from ..app.startup import startup_failures
 
         self._loop = LoopThread()
 
@@ -158,7 +159,7 @@ class Server:
         """Serves this server over the network too: KServe v2 HTTP and gRPC, Prometheus
         metrics, the OpenAI API; each on the port given (none when None). `flags` are further
         `openinfer serve` settings of these frontends (e.g. `http_restricted_api=[...]`)."""
-        from ..runner import start_frontends
+        from ..app.listeners import start_frontends
 
         self._core_or_raise()
         args = argparse.Namespace(**self._args.flags)

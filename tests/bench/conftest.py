@@ -64,8 +64,8 @@ def openai_echo() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def real_server():  # type: ignore[no-untyped-def]
     """``openinfer serve`` on the example repository; skipped until the server exists."""
-    if importlib.util.find_spec("openinfer.cli") is None:
-        pytest.skip("openinfer.cli is missing: the server is not built yet")
+    if importlib.util.find_spec("openinfer.app.cli") is None:
+        pytest.skip("openinfer.app.cli is missing: the server is not built yet")
     from tests.helpers import EXAMPLES, Server
 
     if not (EXAMPLES / "identity_fp32").exists():

@@ -50,7 +50,7 @@ def test_shared_memory(tmp_path: Path, real_server, protocol: str) -> None:  # t
 
 
 def test_server_cli_dispatches_bench(real_server) -> None:  # type: ignore[no-untyped-def]
-    out = subprocess.run([sys.executable, "-m", "openinfer.cli", "bench", "-m", "identity_fp32",
+    out = subprocess.run([sys.executable, "-m", "openinfer", "bench", "-m", "identity_fp32",
                           "-u", real_server.http_url, "--shape", "INPUT0:16",
                           "--request-count", "50"], cwd=ROOT_HINT, capture_output=True,
                          text=True, timeout=60)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from openinfer.cli import serve_parser
+from openinfer.app.cli import serve_parser
 from tests.deploy import kserve_schema
 from tests.deploy.manifests import DEPLOY, find, kustomizations, render, standalone
 

@@ -101,7 +101,7 @@ def kserve_server(tmp_path_factory):
         args.append(arg)
     assert str(server.http_port) in " ".join(args) and str(server.grpc_port) in " ".join(args)
     server.log_path = tmp_path_factory.mktemp("kserve-server") / "serve.log"
-    command = [sys.executable, "-m", "openinfer.cli", "serve", *args, f"--metrics-port={server.metrics_port}"]
+    command = [sys.executable, "-m", "openinfer", "serve", *args, f"--metrics-port={server.metrics_port}"]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(server.log_path, "wb") as log:
         server.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)

@@ -152,7 +152,7 @@ def test_metrics_report_hits_and_misses_per_model(server):
 )
 def test_bad_cache_config_stops_the_server_with_a_reason(tmp_path, spec, message):
     done = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path), "--cache-config", spec],
+        [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(tmp_path), "--cache-config", spec],
         capture_output=True,
         text=True,
         timeout=120,

@@ -119,7 +119,7 @@ def test_an_unreadable_certificate_stops_the_server_before_any_model_loads(repo,
 
 
 def test_keepalive_flags_become_grpc_channel_arguments(repo):
-    from openinfer.serve_flags import serve_parser
+    from openinfer.app.serve_flags import serve_parser
 
     args = serve_parser().parse_args([
         "--model-repository", "x", "--grpc-keepalive-time", "10000", "--grpc-keepalive-timeout", "3000",

@@ -42,7 +42,7 @@ def _flaky_repo(tmp_path):
 
 
 def _serve_until_exit(repo, *flags: str) -> tuple[int, str]:
-    command = [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
+    command = [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(repo),
                "--http-port", str(free_port()), "--grpc-port", str(free_port()), "--metrics-port", str(free_port()),
                *flags]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)

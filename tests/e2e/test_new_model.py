@@ -21,7 +21,7 @@ CASES = [  # (name, flags, the line the client prints)
 
 
 def _new_model(repo, name, *flags) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openinfer.cli", "new-model", name, *flags, "--repository", str(repo)],
+    return subprocess.run([sys.executable, "-m", "openinfer", "new-model", name, *flags, "--repository", str(repo)],
                           check=False, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 

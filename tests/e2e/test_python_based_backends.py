@@ -13,7 +13,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from openinfer.cli import serve_parser
+from openinfer.app.cli import serve_parser
 from tests.helpers import EXAMPLES, ROOT, Server, write_model
 
 BACKEND_MODEL = '''
@@ -150,7 +150,7 @@ def test_backend_and_memory_flags_as_tritonserver_takes_them():
                                       "--cuda-memory-pool-byte-size=1:2048"])
     assert args.cuda_memory_pool_byte_size == [(0, 1024), (1, 2048)]
     refused = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", "m", "--cuda-memory-pool-byte-size", "1024"],
+        [sys.executable, "-m", "openinfer", "serve", "--model-repository", "m", "--cuda-memory-pool-byte-size", "1024"],
         capture_output=True, text=True, cwd=str(ROOT), timeout=60,
     )
     assert refused.returncode == 2

@@ -32,7 +32,7 @@ def _run(*args: str, cwd) -> str:
 
 @pytest.mark.skipif(importlib.util.find_spec("onnx") is None, reason="needs the onnx extra")
 def test_first_model_walkthrough(tmp_path):
-    cli = [sys.executable, "-m", "openinfer.cli"]
+    cli = [sys.executable, "-m", "openinfer"]
     # 1. the Python model, with the README's one-line change
     assert "openinfer new-model doubler --backend python --repository models" in _blocks("### 1.", "bash")[0]
     _run(*cli, "new-model", "doubler", "--backend", "python", "--repository", "models", cwd=tmp_path)

@@ -162,7 +162,7 @@ def test_bad_flags_fail_at_start_in_tritonservers_words(tmp_path, flags, words):
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path), *flags],
+        [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(tmp_path), *flags],
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode != 0 and words in result.stderr
@@ -219,7 +219,7 @@ def _serve_until_exit(repo, *flags: str, timeout: float = 60):
 
     ports = [str(port) for port in free_ports(3)]
     command = [
-        sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(repo),
+        sys.executable, "-m", "openinfer", "serve", "--model-repository", str(repo),
         "--http-address", "127.0.0.1", "--grpc-address", "127.0.0.1",
         "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *flags,
     ]
@@ -303,7 +303,7 @@ def test_a_missing_repository_exits_unless_exit_on_error_is_false(tmp_path):
 
     http, grpc, metrics = free_ports(3)
     process = subprocess.Popen(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(missing), "--exit-on-error=false",
+        [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(missing), "--exit-on-error=false",
          "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

@@ -193,7 +193,7 @@ def test_an_unknown_opentelemetry_setting_is_refused(tmp_path):
     from tests.helpers import ROOT
 
     result = subprocess.run(
-        [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", str(tmp_path),
+        [sys.executable, "-m", "openinfer", "serve", "--model-repository", str(tmp_path),
          "--trace-config", "mode=opentelemetry", "--trace-config", "opentelemetry,colour=blue"],
         check=False, capture_output=True, text=True, cwd=ROOT, timeout=60,
     )

@@ -45,7 +45,7 @@ class OpenAIServer:
     def command(self) -> list[str]:
         self.port, self.http_port, grpc_port, metrics_port = free_ports(4)
         command = [
-            sys.executable, "-m", "openinfer.cli", "serve",
+            sys.executable, "-m", "openinfer", "serve",
             "--model-repository", str(self.repository),
             "--openai-port", str(self.port), "--openai-address", "127.0.0.1",
             "--http-port", str(self.http_port), "--grpc-port", str(grpc_port),

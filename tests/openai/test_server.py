@@ -324,7 +324,7 @@ def test_openai_command_runs_the_frontend_alone(mock_repo):
         def command(self) -> list[str]:
             self.port, self.http_port = free_port(), free_port()
             return [
-                sys.executable, "-m", "openinfer.cli", "openai", "--model-repository", str(self.repository),
+                sys.executable, "-m", "openinfer", "openai", "--model-repository", str(self.repository),
                 "--openai-port", str(self.port), "--host", "127.0.0.1", "--kserve-http-port", str(self.http_port),
                 "--tool-call-parser", "mistral",
             ]

@@ -152,7 +152,7 @@ def test_request_formats():
 
 def test_restricted_api_flag_forms():
     """Three arguments (Triton's argparse) or one quoted string (Triton's README examples)."""
-    from openinfer.cli import serve_parser
+    from openinfer.app.cli import serve_parser
     from openinfer.frontends.openai.options import parse_restrictions
 
     args = serve_parser().parse_args([

@@ -72,7 +72,7 @@ class Replica:
         self.generation += 1
         log = open(self.log_dir / f"replica{self.index}.{self.generation}.log", "wb")  # noqa: SIM115
         command = [
-            "ip", "netns", "exec", self.ns, sys.executable, "-m", "openinfer.cli", "serve",
+            "ip", "netns", "exec", self.ns, sys.executable, "-m", "openinfer", "serve",
             "--http-port", str(HTTP), "--grpc-port", str(GRPC), "--metrics-port", str(METRICS),
             *self.args,
         ]

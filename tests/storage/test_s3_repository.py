@@ -115,7 +115,7 @@ def test_malformed_and_unreachable_urls_are_refused_at_startup(tmp_path) -> None
     def serve(url: str) -> subprocess.CompletedProcess:
         ports = [str(port) for port in free_ports(3)]
         return subprocess.run(
-            [sys.executable, "-m", "openinfer.cli", "serve", "--model-repository", url, "--http-port", ports[0],
+            [sys.executable, "-m", "openinfer", "serve", "--model-repository", url, "--http-port", ports[0],
              "--grpc-port", ports[1], "--metrics-port", ports[2]],
             check=False, capture_output=True, text=True, cwd=ROOT, timeout=120,
         )

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from openinfer import TRITON_PROTOCOL_VERSION, __version__
-from openinfer.clidoc import render
-from openinfer.scaffold import new_model_parser
-from openinfer.serve_flags import serve_parser
+from openinfer.app.clidoc import render
+from openinfer.app.scaffold import new_model_parser
+from openinfer.app.serve_flags import serve_parser
 from tests.helpers import ROOT
 
 GROUPS = ["Server", "Logging", "Model Repository", "HTTP", "GRPC", "Metrics", "Tracing", "Backend",
@@ -18,7 +18,7 @@ GROUPS = ["Server", "Logging", "Model Repository", "HTTP", "GRPC", "Metrics", "T
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "openinfer.cli", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "openinfer", *args], check=False, capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
 
 

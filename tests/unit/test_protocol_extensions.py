@@ -10,15 +10,15 @@ import orjson
 from openinfer import extensions
 from openinfer._proto import grpc_service_pb2 as pb
 from openinfer.backends.registry import BackendRegistry
-from openinfer.cli import serve_parser
+from openinfer.app.cli import serve_parser
 from openinfer.core.server import InferenceServer, ServerOptions
 from openinfer.frontends.access import PROTOCOL_GROUPS
 from openinfer.frontends.grpc.service import RPC_GROUPS, compose_servicer
 from openinfer.frontends.http import handlers
 from openinfer.frontends.http.app import HttpApp, HttpRequest
 from openinfer.frontends.http.paths import MODEL
-from openinfer.runner import server_options
-from openinfer.settings import Settings
+from openinfer.app.server_options import server_options
+from openinfer.app.settings import Settings
 
 #: Triton 2.73's GET /v2 extensions, in its order.
 TRITON_EXTENSIONS = [

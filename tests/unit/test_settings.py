@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from openinfer.cli import serve_parser
-from openinfer.settings import Settings
+from openinfer.app.cli import serve_parser
+from openinfer.app.settings import Settings
 
 
 def _settings(*argv: str) -> Settings:

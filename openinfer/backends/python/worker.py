@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, cast
 
-from ..._malloc import tune_malloc
+from ...core.memory.malloc import tune_malloc
 from ...core.memory import heap
 from . import forked, ipc, pb_utils, ring, shm_files, spin
 from .pb_utils import _host, c_module

@@ -7,8 +7,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from ..._proto import model_config_pb2 as mc
-from ...settings import split_pair
 from ..errors import UnavailableError
+
+
+def split_pair(value: str) -> tuple[str, str]:
+    """tritonserver's `<first>:<second>` option values (`--cuda-memory-pool-byte-size`,
+    `--model-load-gpu-limit`), refused in its words."""
+    first, sep, second = value.partition(":")
+    if not sep:
+        raise ValueError(
+            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
+            f"requires format <first>:<second>. Found: {value}"
+        )
+    return first, second
+
 
 #: (free, total) bytes of a CUDA device.
 MemoryInfo = Callable[[int], "tuple[int, int] | None"]

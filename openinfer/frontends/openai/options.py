@@ -10,7 +10,7 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
-from ...settings import Settings, parse_bool
+from ...app.settings import Settings, parse_bool
 from ..access import OPENAI_GROUPS, AccessPolicy, Restriction
 from .reasoning import PARSERS as REASONING_PARSER_CLASSES
 from .tool_parsers import PARSERS as TOOL_PARSER_CLASSES

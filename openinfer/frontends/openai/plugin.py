@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from ...core.server import InferenceServer
-from ...plugins import Contribution
-from ...settings import Settings
+from ...app.plugins import Contribution
+from ...app.settings import Settings
 from .options import OpenAIOptions
 
 log = logging.getLogger("openinfer.openai")

@@ -31,6 +31,6 @@ def openai_main(argv: list[str]) -> int:
         "--enable-kserve-frontends", "true" if own.enable_kserve_frontends else "false",
     ]
     from .cli import serve_parser
-    from .runner import run_server
+    from .serve import run_server
 
     return run_server(serve_parser().parse_args(serve_argv))

@@ -1,6 +1,6 @@
 """The command line, parsed once into read-only settings.
 
-`cli.py` declares every flag; `Settings.from_args` freezes what argparse made of them, and the
+`serve_flags.py` declares every flag; `Settings.from_args` freezes what argparse made of them, and the
 composition root and its plug-ins all read that one object. Nobody writes to it: a plug-in
 that changes what the server does (the response cache, the OpenAI frontend serving alone)
 says so in what its `configure` returns. Lists become tuples, so nothing inside changes either.
@@ -23,18 +23,6 @@ def parse_bool(value: str) -> bool:
     if lowered in ("false", "off", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
-
-
-def split_pair(value: str) -> tuple[str, str]:
-    """tritonserver's `<first>:<second>` option values (`--cuda-memory-pool-byte-size`,
-    `--model-load-gpu-limit`), refused in its words."""
-    first, sep, second = value.partition(":")
-    if not sep:
-        raise ValueError(
-            "Cannot parse pair option due to incorrect number of inputs.--<pair option> argument "
-            f"requires format <first>:<second>. Found: {value}"
-        )
-    return first, second
 
 
 def _frozen(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """Writes the flag reference (`docs/cli.md`) from the argument parsers, so it cannot drift.
 
-`make docs` runs `python -m openinfer.clidoc docs/cli.md`; a test renders it again and compares.
+`make docs` runs `python -m openinfer.app.clidoc docs/cli.md`; a test renders it again and compares.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`openinfer serve` flags: tritonserver's names, defaults and help groups, one sentence each.
 
-The parser is also the source of `docs/cli.md` (`python -m openinfer.clidoc`), so a flag's help
+The parser is also the source of `docs/cli.md` (`python -m openinfer.app.clidoc`), so a flag's help
 here is the only place it is described.
 """
 
@@ -10,7 +10,8 @@ import argparse
 import difflib
 from collections.abc import Sequence
 
-from .settings import parse_bool, split_pair
+from ..core.memory.gpu_limit import split_pair
+from .settings import parse_bool
 
 
 def parse_cuda_pool(value: str) -> tuple[int, int]:
@@ -322,7 +323,7 @@ def serve_parser() -> FlagParser:
     )
     for add in (_server, _logging, _repository, _http, _grpc, _metrics, _tracing, _backend, _cache, _memory):
         add(p)
-    from .frontends.openai.options import add_flags as add_openai_flags
+    from ..frontends.openai.options import add_flags as add_openai_flags
 
     add_openai_flags(p)
     _deprecated(p)

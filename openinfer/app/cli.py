@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import TRITON_PROTOCOL_VERSION, __version__
+from .. import TRITON_PROTOCOL_VERSION, __version__
 from .serve_flags import parse_bool, parse_cuda_pool, serve_parser
 
 __all__ = ["main", "parse_bool", "parse_cuda_pool", "serve_parser"]
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # handlers must not touch the server's live connections when that happens.
         os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
         options = serve_parser().parse_args(rest)
-        from .runner import run_server
+        from .serve import run_server
 
         return run_server(options)
     if command == "openai":
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return new_model_main(rest)
     if command == "bench":
-        from .bench.cli import main as bench_main
+        from ..bench.cli import main as bench_main
 
         return bench_main(rest)
     print(f"openinfer: unknown command '{command}' (commands: serve, openai, new-model, bench)", file=sys.stderr)
