@@ -116,3 +116,12 @@ def test_no_frontend_reads_a_models_files():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in files:
                 reading.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}: {node.value}")
     assert reading == []
+
+
+def test_unit_tests_mirror_the_package():
+    """A unit test lives in the folder of what it tests (`tests/unit/core/scheduling/` for
+    `openinfer/core/scheduling/`); only tree-wide checks stand at the top."""
+    unit = ROOT / "tests" / "unit"
+    folders = {path.parent.relative_to(unit) for path in unit.rglob("test_*.py")}
+    assert len(folders) > 5
+    assert sorted(str(f) for f in folders if not (ROOT / "openinfer" / f).is_dir()) == []
