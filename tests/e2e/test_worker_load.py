@@ -136,9 +136,9 @@ async def test_a_batch_queued_in_the_worker_counts_its_wait_as_queue_time(server
     # so together they waited at least (0 + 1 + 2 + 3) x 0.3 s, which Triton shows as queue time.
     await asyncio.gather(*(_call(server, float(i), "slow") for i in range(4)))
     (stats,) = server.statistics("slow")
-    queue, infer = stats["inference_stats"]["queue"], stats["inference_stats"]["compute_infer"]
-    assert queue["count"] == 4 and queue["ns"] >= 6 * 300_000_000
-    assert infer["count"] == 4 and infer["ns"] >= 4 * 300_000_000  # the wait is not compute time
+    queue, infer = stats.inference.queue, stats.inference.compute_infer
+    assert queue.count == 4 and queue.ns >= 6 * 300_000_000
+    assert infer.count == 4 and infer.ns >= 4 * 300_000_000  # the wait is not compute time
 
 
 def _grpc_inputs(value: float) -> list[grpcclient.InferInput]:
