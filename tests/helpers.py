@@ -13,6 +13,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "model_repository"
@@ -94,6 +95,50 @@ def stop_process(process: subprocess.Popen | None, timeout: float = 60) -> int |
     except subprocess.TimeoutExpired:
         process.kill()
         return process.wait()
+
+
+@dataclass
+class InProcessServer:
+    """openinfer serving `repository` from the test's own process (`openinfer.Server`), with the
+    listeners `openinfer serve` opens, on free ports of 127.0.0.1: tests that need no process of
+    the server's own (no signals, no log file, no exit code) skip starting one. Python models
+    still run in worker processes, as they do under `openinfer serve`."""
+
+    repository: Path
+    #: `openinfer serve` flags by their Python names (`model_control_mode="explicit"`).
+    flags: dict[str, Any] = field(default_factory=dict)
+    http_port: int = 0
+    grpc_port: int = 0
+    metrics_port: int = 0
+    server: Any = None
+
+    @property
+    def http_url(self) -> str:
+        return f"localhost:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"localhost:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://localhost:{self.metrics_port}/metrics"
+
+    def __enter__(self) -> InProcessServer:
+        import openinfer
+
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
+        self.server = openinfer.Server(self.repository, **self.flags).start()
+        try:
+            self.server.start_frontends(http_port=self.http_port, grpc_port=self.grpc_port,
+                                        metrics_port=self.metrics_port)
+        except BaseException:
+            self.server.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.stop()
 
 
 @dataclass

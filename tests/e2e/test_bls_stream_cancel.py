@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from tests.helpers import Server, write_model
+from tests.helpers import InProcessServer, write_model
 
 WAITER_CONFIG = """
 backend: "python"
@@ -83,7 +83,7 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("bls_cancel")
     write_model(repo, "waiter", WAITER_CONFIG, WAITER)
     write_model(repo, "caller", CALLER_CONFIG, CALLER)
-    with Server(repo) as running:
+    with InProcessServer(repo) as running:
         yield running
 
 

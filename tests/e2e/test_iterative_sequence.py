@@ -12,7 +12,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.helpers import Server, write_model
+from tests.helpers import InProcessServer, write_model
 
 CONFIG = """
 backend: "python"
@@ -54,7 +54,7 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("iterative")
     write_model(repo, "iterative", CONFIG % "iterative_sequence: true", MODEL)
     write_model(repo, "plain_sequence", CONFIG % "", MODEL)
-    with Server(repo) as running:
+    with InProcessServer(repo) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from tests.e2e import ext_models
 from tests.e2e.ext_models import IN_PROCESS
-from tests.helpers import Server, write_model
+from tests.helpers import InProcessServer, write_model
 
 ONE_STRING = """
 backend: "python"
@@ -49,7 +49,7 @@ def server(tmp_path_factory):
     write_model(repo, "optional", OPTIONAL, ext_models.IDENTITY)
     write_model(repo, "identity", ext_models.IDENTITY_CONFIG.format(name="identity", dtype="TYPE_FP32", max_batch=0)
                 + IN_PROCESS, ext_models.IDENTITY)
-    with Server(repo) as running:
+    with InProcessServer(repo) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from tests.hardening.oracle import wait_until
-from tests.helpers import Server, write_model
+from tests.helpers import InProcessServer, write_model
 
 CONFIG = """
 backend: "python"
@@ -63,7 +63,7 @@ MISSING_START = "must specify the START flag on the first request of the sequenc
 def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     write_model(repo, "one_slot", CONFIG, MODEL)
-    with Server(repo) as running:
+    with InProcessServer(repo) as running:
         yield running
 
 
@@ -79,12 +79,12 @@ def _step(client, sequence: int, value: int, start: bool = False, end: bool = Fa
     return int(result.as_numpy("SUM")[0, 0])
 
 
-def _failures(server: Server) -> int:
+def _failures(server: InProcessServer) -> int:
     with urllib.request.urlopen(f"http://{server.http_url}/v2/models/one_slot/stats") as reply:
         return json.loads(reply.read())["model_stats"][0]["inference_stats"]["fail"]["count"]
 
 
-def _pending(server: Server) -> float:
+def _pending(server: InProcessServer) -> float:
     with urllib.request.urlopen(server.metrics_url) as reply:
         for line in reply.read().decode().splitlines():
             if line.startswith("nv_inference_pending_request_count{") and 'model="one_slot"' in line:
@@ -92,7 +92,7 @@ def _pending(server: Server) -> float:
     return 0.0
 
 
-def _leave_http(server: Server, sequence: int, value: int) -> None:
+def _leave_http(server: InProcessServer, sequence: int, value: int) -> None:
     """A START sent over HTTP by a client that closes its connection once it waits."""
     body = json.dumps({"inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
                        "parameters": {"sequence_id": sequence, "sequence_start": True}}).encode()
@@ -102,7 +102,7 @@ def _leave_http(server: Server, sequence: int, value: int) -> None:
         wait_until(lambda: _pending(server) >= 1)
 
 
-def _leave_grpc(server: Server, sequence: int, value: int) -> None:
+def _leave_grpc(server: InProcessServer, sequence: int, value: int) -> None:
     """A START sent over gRPC and cancelled by its client once it waits."""
     client = grpcclient.InferenceServerClient(server.grpc_url)
     call = client.async_infer("one_slot", [_tensor(grpcclient, value)], callback=lambda **_: None,

@@ -14,7 +14,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.helpers import Server, write_model
+from tests.helpers import InProcessServer, write_model
 
 CONFIG = """
 backend: "python"
@@ -70,7 +70,7 @@ def server(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     write_model(repo, "slots", CONFIG, MODEL)
     write_model(repo, "one_slot", CONFIG.replace("max_batch_size: 4", "max_batch_size: 1"), MODEL)
-    with Server(repo) as running:
+    with InProcessServer(repo) as running:
         yield running
 
 
