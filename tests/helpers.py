@@ -97,20 +97,12 @@ def stop_process(process: subprocess.Popen | None, timeout: float = 60) -> int |
         return process.wait()
 
 
-@dataclass
-class InProcessServer:
-    """openinfer serving `repository` from the test's own process (`openinfer.Server`), with the
-    listeners `openinfer serve` opens, on free ports of 127.0.0.1: tests that need no process of
-    the server's own (no signals, no log file, no exit code) skip starting one. Python models
-    still run in worker processes, as they do under `openinfer serve`."""
+class Listening:
+    """Where a test reaches a server's listeners, from the ports it was given."""
 
-    repository: Path
-    #: `openinfer serve` flags by their Python names (`model_control_mode="explicit"`).
-    flags: dict[str, Any] = field(default_factory=dict)
-    http_port: int = 0
-    grpc_port: int = 0
-    metrics_port: int = 0
-    server: Any = None
+    http_port: int
+    grpc_port: int
+    metrics_port: int
 
     @property
     def http_url(self) -> str:
@@ -123,6 +115,22 @@ class InProcessServer:
     @property
     def metrics_url(self) -> str:
         return f"http://localhost:{self.metrics_port}/metrics"
+
+
+@dataclass
+class InProcessServer(Listening):
+    """openinfer serving `repository` from the test's own process (`openinfer.Server`), with the
+    listeners `openinfer serve` opens, on free ports of 127.0.0.1: tests that need no process of
+    the server's own (no signals, no log file, no exit code) skip starting one. Python models
+    still run in worker processes, as they do under `openinfer serve`."""
+
+    repository: Path
+    #: `openinfer serve` flags by their Python names (`model_control_mode="explicit"`).
+    flags: dict[str, Any] = field(default_factory=dict)
+    http_port: int = 0
+    grpc_port: int = 0
+    metrics_port: int = 0
+    server: Any = None
 
     def __enter__(self) -> InProcessServer:
         import openinfer
@@ -142,7 +150,7 @@ class InProcessServer:
 
 
 @dataclass
-class Server:
+class Server(Listening):
     """A running `openinfer serve` process."""
 
     repository: Path
@@ -160,18 +168,6 @@ class Server:
     env: dict[str, str] = field(default_factory=dict)
     #: a command the server runs under (e.g. `unshare`), its own command line appended.
     launcher: list[str] = field(default_factory=list)
-
-    @property
-    def http_url(self) -> str:
-        return f"localhost:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"localhost:{self.grpc_port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://localhost:{self.metrics_port}/metrics"
 
     def start(self, wait_for: str = "live", timeout: float = 90, ports: tuple[int, int, int] | None = None) -> Server:
         """Start on `ports` (HTTP, gRPC, metrics), or on free ones."""
