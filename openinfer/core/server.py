@@ -115,7 +115,7 @@ class InferenceServer:
         self.started = True
 
     def loaded_models(self) -> list[LoadedModel]:
-        """Every READY model version, by name and then version: what /metrics and the OpenAI
+        """Every READY model version, in the repository's order: what /metrics and the OpenAI
         model list walk, without reaching into the repository."""
         return self.repository.loaded_models()
 

@@ -36,13 +36,13 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.get_input_tensor_by_name(r, "INPUT0")]) for r in requests]
 '''
 
-SLOW_CONFIG = '''
+IDENTITY_IO = '''
 backend: "python"
 max_batch_size: 0
 input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
 output [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1, 16 ] } ]
-parameters { key: "execute_timeout_secs" value { string_value: "1" } }
 '''
+SLOW_CONFIG = IDENTITY_IO + 'parameters { key: "execute_timeout_secs" value { string_value: "1" } }\n'
 
 # Answers only once the file its config names exists: a request held in flight as long as a test
 # needs, whatever the machine's speed.
@@ -71,7 +71,7 @@ async def server(tmp_path, monkeypatch):
     monkeypatch.setattr(overlap.LOAD, "_overlap_until", 0)  # this test's load, not the process's so far
     shutil.copytree(EXAMPLE, tmp_path / "identity_fp32")
     write_model(tmp_path, "slow", SLOW_CONFIG, SLOW)
-    gated_config = SLOW_CONFIG.replace("execute_timeout_secs", "gate").replace('"1"', f'"{tmp_path / "open"}"')
+    gated_config = IDENTITY_IO + f'parameters {{ key: "gate" value {{ string_value: "{tmp_path / "open"}" }} }}\n'
     write_model(tmp_path, "gated", gated_config, GATED)
     running = InferenceServer(ServerOptions([tmp_path]), BackendRegistry())
     await running.start()

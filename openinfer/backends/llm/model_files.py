@@ -27,6 +27,7 @@ from ...core.repository.text_model import (
     generation_defaults,
     has_tokenizer,
     max_model_len,
+    read_json,
 )
 
 
@@ -46,13 +47,7 @@ class ModelFiles:
     def read_json(self, name: str) -> dict[str, Any]:
         """A JSON file of the model directory (generation_config.json, config.json), or {}."""
         local = self.local
-        if local is None or not (local / name).is_file():
-            return {}
-        try:
-            value = json.loads((local / name).read_text())
-        except (OSError, json.JSONDecodeError):
-            return {}
-        return value if isinstance(value, dict) else {}
+        return {} if local is None else read_json(local / name)
 
 
 def _resolve(value: str, ctx: ModelContext) -> str:

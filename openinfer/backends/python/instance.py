@@ -22,20 +22,8 @@ from . import convert
 from .services import ModelServices, model_log
 from .shm_files import SharedMemoryFull
 from .wire import (
-    Call,
-    Cancel,
-    CancelCall,
-    CheckReady,
-    Done,
-    Execute,
-    Executed,
-    Failed,
-    Finalize,
-    Initialize,
-    Log,
-    Readiness,
-    Reply,
-    Respond,
+    Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
+    Readiness, Reply, Respond,
 )
 from .worker_process import WorkerProcess
 

@@ -42,19 +42,8 @@ from .runner import (
 )
 from .shm_files import SharedMemoryFull, shm_free
 from .wire import (
-    AutoComplete,
-    CheckReady,
-    Done,
-    Execute,
-    Executed,
-    Failed,
-    Finalize,
-    Initialize,
-    Load,
-    Readiness,
-    Reply,
-    Respond,
-    WireResponse,
+    AutoComplete, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Load, Readiness, Reply,
+    Respond, WireResponse,
 )
 from .wire import Cancel as CancelMessage
 from .worker_host import WorkerHost

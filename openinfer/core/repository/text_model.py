@@ -60,7 +60,7 @@ class TextModel:
     loras: tuple[str, ...] = ()
     #: Sampling defaults from `generation_config.json`, by sampling parameter name.
     generation_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    #: The context length its `config.json` gives.
+    #: Its context length: the engine's limit where its backend has one, else its `config.json`'s.
     max_model_len: int | None = None
 
 
@@ -93,18 +93,22 @@ def find_dir(value: str, *bases: Path) -> Path | None:
     return None
 
 
-def _named_dir(ctx: ModelContext, parameters: Mapping[str, str], key: str) -> Path | None:
-    """`key` from the config's parameters, then from `model.json`."""
-    value = parameters.get(key)
-    found = find_dir(value, ctx.version_dir, ctx.model_dir) if value else None
-    if found is not None:
-        return found
-    named = read_json(ctx.version_dir / ENGINE_ARGS_FILE).get(key)
-    return find_dir(named, ctx.version_dir, ctx.model_dir) if isinstance(named, str) else None
+#: Where a model's folders are named: the config's parameters, then `model.json`.
+Named = tuple[Mapping[str, Any], ...]
 
 
-def _source_dir(ctx: ModelContext, parameters: Mapping[str, str]) -> Path | None:
-    found = _named_dir(ctx, parameters, "model")
+def _named_dir(ctx: ModelContext, named: Named, key: str) -> Path | None:
+    """The first folder found that `key` names."""
+    for source in named:
+        value = source.get(key)
+        found = find_dir(value, ctx.version_dir, ctx.model_dir) if isinstance(value, str) and value else None
+        if found is not None:
+            return found
+    return None
+
+
+def _source_dir(ctx: ModelContext, named: Named) -> Path | None:
+    found = _named_dir(ctx, named, "model")
     if found is not None:
         return found
     for candidate in (ctx.version_dir, ctx.model_dir):
@@ -113,9 +117,9 @@ def _source_dir(ctx: ModelContext, parameters: Mapping[str, str]) -> Path | None
     return None
 
 
-def _tokenizer_dir(ctx: ModelContext, parameters: Mapping[str, str], source: Path | None) -> Path | None:
+def _tokenizer_dir(ctx: ModelContext, named: Named, source: Path | None) -> Path | None:
     """The tokenizer named for the model, else the one stored with its weights."""
-    found = _named_dir(ctx, parameters, "tokenizer")
+    found = _named_dir(ctx, named, "tokenizer")
     if found is not None and has_tokenizer(found):
         return found
     return source if source is not None and has_tokenizer(source) else None
@@ -133,9 +137,12 @@ def chat_template(ctx: ModelContext) -> str | None:
     return None
 
 
-def adapter_names(version_dir: Path) -> tuple[str, ...]:
-    """The adapters `multi_lora.json` lists; none when `model.json` switches LoRA off."""
-    enabled = read_json(version_dir / ENGINE_ARGS_FILE).get("enable_lora")
+def adapter_names(version_dir: Path, engine_args: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The adapters `multi_lora.json` lists; none when `model.json` (`engine_args`, read here
+    when not given) switches LoRA off."""
+    if engine_args is None:
+        engine_args = read_json(version_dir / ENGINE_ARGS_FILE)
+    enabled = engine_args.get("enable_lora")
     if enabled is not None and str(enabled).strip().lower() != "true":
         return ()
     path = version_dir / MULTI_LORA_FILE
@@ -159,8 +166,10 @@ def max_model_len(hf_config: Mapping[str, Any]) -> int | None:
 
 def read_text_model(ctx: ModelContext) -> TextModel:
     """The description any backend's model gets unless its backend knows better."""
+    engine_args = read_json(ctx.version_dir / ENGINE_ARGS_FILE)
     parameters = {key: value.string_value for key, value in ctx.config.parameters.items()}
-    source = _source_dir(ctx, parameters)
+    named = (parameters, engine_args)
+    source = _source_dir(ctx, named)
     defaults: dict[str, Any] = {}
     length = None
     if source is not None:
@@ -168,9 +177,9 @@ def read_text_model(ctx: ModelContext) -> TextModel:
         length = max_model_len(read_json(source / "config.json"))
     return TextModel(
         source_dir=source,
-        tokenizer_dir=_tokenizer_dir(ctx, parameters, source),
+        tokenizer_dir=_tokenizer_dir(ctx, named, source),
         chat_template=chat_template(ctx),
-        loras=adapter_names(ctx.version_dir),
+        loras=adapter_names(ctx.version_dir, engine_args),
         generation_defaults=MappingProxyType(defaults),
         max_model_len=length,
     )
