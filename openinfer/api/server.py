@@ -10,7 +10,6 @@ method may be called from any thread; `Model.async_infer` serves asyncio callers
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import difflib
@@ -79,7 +78,6 @@ class Server:
         self._loop: LoopThread | None = None
         self._core: InferenceServer | None = None
         self._built: Composition | None = None
-        self._plugins: list = []
         self._frontends: list = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -95,7 +93,7 @@ class Server:
 
         async def start() -> InferenceServer:
             with _refusals_as_errors():
-                self._built, self._plugins = compose(self._args)
+                self._built = compose(self._args)
             await self._built.server.start()
             return self._built.server
 
@@ -159,29 +157,27 @@ class Server:
         """Serves this server over the network too: KServe v2 HTTP and gRPC, Prometheus
         metrics, the OpenAI API; each on the port given (none when None). `flags` are further
         `openinfer serve` settings of these frontends (e.g. `http_restricted_api=[...]`)."""
+        from ..app.compose import configure
         from ..app.listeners import start_frontends
 
         self._core_or_raise()
-        args = argparse.Namespace(**self._args.flags)
-        for key, value in flags.items():
-            if not hasattr(args, key):
-                raise TypeError(f"start_frontends got an unknown setting '{key}'")
-            setattr(args, key, value)
-        args.allow_http, args.allow_grpc, args.allow_metrics = (
-            http_port is not None, grpc_port is not None, metrics_port is not None)
-        args.http_port, args.grpc_port = http_port or 0, grpc_port or 0
-        args.metrics_port, args.openai_port = metrics_port or 0, openai_port
-        args.http_address = args.grpc_address = args.openai_address = address
-        args.metrics_address = address
-        settings = Settings.from_args(args)
-        assert self._built is not None
+        unknown = [key for key in flags if key not in self._args.flags]
+        if unknown:
+            raise TypeError(f"start_frontends got an unknown setting '{unknown[0]}'")
+        settings = self._args.replace(
+            **flags, allow_http=http_port is not None, allow_grpc=grpc_port is not None,
+            allow_metrics=metrics_port is not None, http_port=http_port or 0, grpc_port=grpc_port or 0,
+            metrics_port=metrics_port or 0, openai_port=openai_port, http_address=address,
+            grpc_address=address, openai_address=address, metrics_address=address,
+        )
+        built = self._built
+        assert built is not None
 
         async def start():
-            with _refusals_as_errors():  # plug-ins that open a port read their settings now
-                said = [plugin.configure(settings) for plugin in self._plugins if hasattr(plugin, "start")]
-            kserve = all(c.kserve_frontends for c in said if c is not None)
-            built = dataclasses.replace(self._built, kserve_frontends=kserve)
-            return await start_frontends(built, settings, self._plugins)
+            with _refusals_as_errors():  # features that open a port read their settings now
+                said = configure([f for f in built.features if f.start is not None], settings)
+            return await start_frontends(dataclasses.replace(built, contributions={**built.contributions, **said}),
+                                         settings)
 
         self._frontends.append(self._run(start()))
 

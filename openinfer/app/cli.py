@@ -7,7 +7,8 @@ import sys
 from collections.abc import Sequence
 
 from .. import TRITON_PROTOCOL_VERSION, __version__
-from .serve_flags import parse_bool, parse_cuda_pool, serve_parser
+from ..features.flags import parse_bool
+from .serve_flags import parse_cuda_pool, serve_parser
 
 __all__ = ["main", "parse_bool", "parse_cuda_pool", "serve_parser"]
 

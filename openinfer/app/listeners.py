@@ -1,5 +1,5 @@
 """The listeners in front of one server: KServe HTTP (in this process or in frontend processes),
-gRPC, metrics and the plug-ins' own, with the access rules of `--http-restricted-api` and
+gRPC, metrics and the features' own, with the access rules of `--http-restricted-api` and
 `--grpc-restricted-protocol`."""
 
 from __future__ import annotations
@@ -9,19 +9,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import extensions as protocol_extensions
+from .. import features as known_features
 from ..core.server import InferenceServer
+from ..features import Feature
 from ..frontends.access import PROTOCOL_GROUPS, AccessPolicy
-from .addresses import display, grpc_target, host_of
+from ..frontends.addresses import TRITON_LISTENER, display, grpc_target, host_of
 from .compose import Composition
 from .settings import Settings
-
-
-#: uvicorn settings of the KServe and metrics listeners: no Server/Date headers, as Triton.
-_TRITON_LISTENER: dict[str, Any] = {
-    "proxy_headers": False, "server_header": False, "date_header": False,
-    "timeout_keep_alive": 30, "h11_max_incomplete_event_size": 64 * 1024,
-}
 
 
 @dataclass
@@ -49,17 +43,19 @@ class Frontends:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-def access_policies(args: Settings) -> tuple[AccessPolicy, AccessPolicy]:
+def access_policies(args: Settings, features: tuple[Feature, ...] | None = None) -> tuple[AccessPolicy, AccessPolicy]:
     """`--http-restricted-api` and `--grpc-restricted-protocol` over the protocol's groups and
-    those the protocol extensions add (ValueError names a bad one)."""
-    groups = PROTOCOL_GROUPS + protocol_extensions.groups()
+    those the features add (ValueError names a bad one)."""
+    features = known_features.load() if features is None else features
+    groups = PROTOCOL_GROUPS + tuple(g for g in known_features.groups(features) if g not in PROTOCOL_GROUPS)
     return (
         AccessPolicy.parse(list(args.http_restricted_api), groups),
         AccessPolicy.parse(list(args.grpc_restricted_protocol), groups, feature="protocol"),
     )
 
 
-async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings, plugins: list, access: AccessPolicy) -> Any:
+async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings, features: tuple[Feature, ...],
+                      access: AccessPolicy) -> Any:
     """The KServe HTTP app, served in this process (its listener is returned) or by
     `--frontend-processes` processes in front of it (None)."""
     from ..frontends.asgi.listener import listener
@@ -67,41 +63,35 @@ async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings
     from ..frontends.http.app import HttpApp, HttpOptions
 
     app = HttpApp(server, HttpOptions(args.http_max_input_size, access, args.http_header_forward_pattern))
-    handlers.install(app, protocol_extensions.http_installers())
-    for plugin in plugins:
-        if hasattr(plugin, "http_hook"):
-            plugin.http_hook(app)
+    handlers.install(app, known_features.http_installers(features))
     if args.frontend_processes > 1:
         from ..frontends.processes.pool import start_http_processes
 
         fronts.http_processes = await start_http_processes(
             server, app, args.frontend_processes, host_of(args.http_address), args.http_port,
             reuse_port=args.reuse_http_port, client_timeout=args.http_client_timeout_secs,
-            listener_settings=_TRITON_LISTENER,
+            listener_settings=TRITON_LISTENER,
         )
         return None
     http = listener(
         app, host_of(args.http_address), args.http_port, client_timeout=args.http_client_timeout_secs,
-        reuse_port=args.reuse_http_port, **_TRITON_LISTENER,
+        reuse_port=args.reuse_http_port, **TRITON_LISTENER,
     )
     fronts.uvicorn_servers.append(http)
     fronts.tasks.append(asyncio.create_task(http.serve()))
     return http
 
 
-async def start_frontends(built: Composition, args: Settings, plugins: list) -> Frontends:
-    """gRPC, HTTP, metrics and the plug-ins' listeners, as the settings ask; returns once every
-    listener is up or one has failed (`Frontends.failed`). Raises ValueError on a bad access
-    rule and OSError when gRPC cannot bind."""
-    from ..frontends.asgi.listener import listener
+async def start_frontends(built: Composition, args: Settings) -> Frontends:
+    """gRPC, HTTP and the features' listeners (metrics, the OpenAI API), as the settings ask;
+    returns once every listener is up or one has failed (`Frontends.failed`). Raises ValueError
+    on a bad access rule and OSError when gRPC cannot bind."""
     from ..frontends.grpc import transport_options
     from ..frontends.grpc.service import Binding, start_grpc
-    from ..frontends.metrics import metrics_app
 
     server = built.server
-    http_access, grpc_access = access_policies(args)
+    http_access, grpc_access = access_policies(args, built.features)
     allow_http = args.allow_http and built.kserve_frontends
-    allow_metrics = args.allow_metrics and built.kserve_frontends
     fronts = Frontends()
     if args.allow_grpc and built.kserve_frontends:
         binding = Binding(
@@ -116,27 +106,20 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
             low = args.grpc_infer_response_compression_level == "low"
             compression = grpc.Compression.Gzip if low else grpc.Compression.Deflate
         fronts.grpc_server = await start_grpc(
-            server, binding, grpc_access, [p.grpc_hook for p in plugins if hasattr(p, "grpc_hook")], compression,
-            rpcs=protocol_extensions.grpc_rpcs(), header_forward=args.grpc_header_forward_pattern,
+            server, binding, grpc_access, compression,
+            rpcs=known_features.grpc_rpcs(built.features), header_forward=args.grpc_header_forward_pattern,
         )
         print(f"Started GRPCInferenceService at {display(args.grpc_address, args.grpc_port)}", file=sys.stderr, flush=True)
-    http = await _start_http(fronts, server, args, plugins, http_access) if allow_http else None
-    if allow_metrics:
-        maddr = args.metrics_address or args.http_address
-        metrics_asgi = metrics_app(
-            server, config=built.metrics, cpu=args.allow_cpu_metrics, gpu=args.allow_gpu_metrics
-        )
-        metrics = listener(
-            metrics_asgi, host_of(maddr), args.metrics_port, client_timeout=args.http_client_timeout_secs,
-            service="Metrics", **_TRITON_LISTENER,
-        )
-        fronts.uvicorn_servers.append(metrics)
-        fronts.tasks.append(asyncio.create_task(metrics.serve()))
-    for plugin in plugins:
-        if hasattr(plugin, "start"):
-            extra = await plugin.start(server, args)
-            fronts.uvicorn_servers.extend(extra.get("uvicorn", []))
-            fronts.tasks.extend(extra.get("tasks", []))
+    http = await _start_http(fronts, server, args, built.features, http_access) if allow_http else None
+    announce: list[str] = []
+    for feature in built.features:
+        if feature.start is None or (feature.kserve and not built.kserve_frontends):
+            continue
+        contribution = built.contributions.get(feature.name)
+        opened = await feature.start(server, args, contribution.state if contribution is not None else None)
+        fronts.uvicorn_servers.extend(opened.servers)
+        fronts.tasks.extend(opened.tasks)
+        announce.extend(opened.announce)
     # Wait until every listener is up (or one failed to bind).
     while not all(s.started for s in fronts.uvicorn_servers):
         if fronts.failed():
@@ -144,6 +127,7 @@ async def start_frontends(built: Composition, args: Settings, plugins: list) -> 
         await asyncio.sleep(0.02)
     if allow_http and (http.started if http is not None else fronts.http_processes.started):
         print(f"Started HTTPService at {display(args.http_address, args.http_port)}", file=sys.stderr, flush=True)
-    if allow_metrics and metrics.started:
-        print(f"Started Metrics Service at {display(args.metrics_address or args.http_address, args.metrics_port)}", file=sys.stderr, flush=True)
+    if not fronts.failed():
+        for line in announce:
+            print(line, file=sys.stderr, flush=True)
     return fronts

@@ -38,7 +38,7 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     except (ValueError, OpenInferError) as exc:
         print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
-    built, plugins = compose(args, log_settings)
+    built = compose(args, log_settings)
     server = built.server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -59,7 +59,7 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
         await server.stop()
         return 1
     try:
-        fronts = await start_frontends(built, args, plugins)
+        fronts = await start_frontends(built, args)
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         await server.stop()

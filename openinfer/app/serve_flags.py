@@ -1,17 +1,18 @@
 """`openinfer serve` flags: tritonserver's names, defaults and help groups, one sentence each.
 
-The parser is also the source of `docs/cli.md` (`python -m openinfer.app.clidoc`), so a flag's help
-here is the only place it is described.
+The server's own flags are here; each feature adds its own (`Feature.flags`) to the same groups.
+The parser is also the source of `docs/cli.md` (`python -m openinfer.app.clidoc`), so a flag's
+help where it is declared is the only place it is described.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..core.memory.gpu_limit import split_pair
-from .settings import parse_bool
+from ..features.flags import FlagGroups, bool_flag, integer, max_input_size, number, port, positive
 
 
 def parse_cuda_pool(value: str) -> tuple[int, int]:
@@ -24,44 +25,6 @@ def parse_cuda_pool(value: str) -> tuple[int, int]:
         return int(device), int(size)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid value '{value}': both sides must be integers") from None
-
-
-def integer(value: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got '{value}'") from None
-
-
-def positive(value: str) -> int:
-    number = integer(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got '{value}'")
-    return number
-
-
-def max_input_size(value: str) -> int:
-    number = integer(value)
-    if number <= 0:
-        raise argparse.ArgumentTypeError("Error: --http-max-input-size must be greater than 0.")
-    return number
-
-
-def port(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0-65535, got '{value}'")
-    return number
-
-
-def number(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got '{value}'") from None
 
 
 def default_text(action: argparse.Action) -> str | None:
@@ -110,13 +73,8 @@ class FlagParser(argparse.ArgumentParser):
         return f"unknown flag '{name}'{hint} (`{self.prog} --help` lists every flag)"
 
 
-def _bool_flag(group, name: str, default: bool, help: str) -> None:
-    """A tritonserver-style boolean: `--flag`, `--flag true`, `--flag=off`."""
-    group.add_argument(name, type=parse_bool, nargs="?", const=True, default=default, metavar="BOOL", help=help)
-
-
-def _server(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Server")
+def _server(groups: FlagGroups) -> None:
+    g = groups["Server"]
     g.add_argument("--id", default="triton", help="server id reported by server metadata")
     g.add_argument("--exit-timeout-secs", type=number, default=30, metavar="SECONDS",
                    help="on shutdown, wait this long for in-flight requests before unloading models")
@@ -124,25 +82,10 @@ def _server(p: argparse.ArgumentParser) -> None:
                    help="on shutdown, while clients still send requests (each refused 'Server not ready'), "
                         "keep the listeners open until none came for half a second, at most this long: a load "
                         "balancer routes here until its health checks fail (openinfer's own flag)")
-    _bool_flag(g, "--allow-client-shm", False,
-               "let clients register system and CUDA shared-memory regions (openinfer's own switch)")
 
 
-def _logging(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Logging")
-    g.add_argument("--log-verbose", type=integer, default=0, metavar="LEVEL",
-                   help="verbose logging level: 0 is off, higher levels log more detail")
-    _bool_flag(g, "--log-info", True, "log informational messages")
-    _bool_flag(g, "--log-warning", True, "log warnings")
-    _bool_flag(g, "--log-error", True, "log errors")
-    g.add_argument("--log-format", choices=["default", "ISO8601"], default="default",
-                   help="timestamp format of log lines")
-    g.add_argument("--log-file", default="", metavar="PATH",
-                   help="write the log to this file instead of stderr")
-
-
-def _repository(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Model Repository")
+def _repository(groups: FlagGroups) -> None:
+    g = groups["Model Repository"]
     g.add_argument("--model-repository", "--model-store", action="append", required=True, dest="model_repository",
                    metavar="DIR", help="a model repository folder; repeat the flag to serve several")
     g.add_argument("--model-control-mode", type=str.lower, choices=["none", "poll", "explicit"], default="none",
@@ -151,10 +94,10 @@ def _repository(p: argparse.ArgumentParser) -> None:
                    help="with --model-control-mode=explicit, load this model at start-up ('*' for all); repeatable")
     g.add_argument("--repository-poll-secs", type=number, default=15, metavar="SECONDS",
                    help="how often poll mode rescans the repository")
-    _bool_flag(g, "--exit-on-error", True,
+    bool_flag(g, "--exit-on-error", True,
                "exit (code 1) when a model fails to load at start-up; false serves the models that loaded")
-    _bool_flag(g, "--strict-readiness", True, "report the server ready only when every model is ready")
-    _bool_flag(g, "--model-namespacing", False,
+    bool_flag(g, "--strict-readiness", True, "report the server ready only when every model is ready")
+    bool_flag(g, "--model-namespacing", False,
                "each --model-repository a namespace of its own: the same model name may be in several "
                "(served by name only where one has it; an ensemble runs its own repository's models)")
     g.add_argument("--disable-auto-complete-config", action="store_true",
@@ -170,13 +113,13 @@ def _repository(p: argparse.ArgumentParser) -> None:
                    help="try a version that fails to load this many times more before giving up")
 
 
-def _http(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("HTTP")
-    _bool_flag(g, "--allow-http", True, "serve KServe v2 over HTTP")
+def _http(groups: FlagGroups) -> None:
+    g = groups["HTTP"]
+    bool_flag(g, "--allow-http", True, "serve KServe v2 over HTTP")
     g.add_argument("--http-address", default="0.0.0.0", metavar="ADDRESS",
                    help="bind address of the HTTP endpoint (ipv6:[::1] for IPv6)")
     g.add_argument("--http-port", type=port, default=8000, metavar="PORT", help="port of the HTTP endpoint")
-    _bool_flag(g, "--reuse-http-port", False,
+    bool_flag(g, "--reuse-http-port", False,
                "let several servers listen on the same HTTP port (SO_REUSEPORT) when every one sets this")
     g.add_argument("--http-max-input-size", type=max_input_size, default=64 * 1024 * 1024, metavar="BYTES",
                    help="largest request body accepted, after decompression; larger ones are refused")
@@ -195,13 +138,13 @@ def _http(p: argparse.ArgumentParser) -> None:
                    "or whose body stalls this long (slow clients); all HTTP listeners")
 
 
-def _grpc(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("GRPC")
-    _bool_flag(g, "--allow-grpc", True, "serve KServe v2 over gRPC")
+def _grpc(groups: FlagGroups) -> None:
+    g = groups["GRPC"]
+    bool_flag(g, "--allow-grpc", True, "serve KServe v2 over gRPC")
     g.add_argument("--grpc-address", default="0.0.0.0", metavar="ADDRESS",
                    help="bind address of the gRPC endpoint (ipv6:[::1] for IPv6)")
     g.add_argument("--grpc-port", type=port, default=8001, metavar="PORT", help="port of the gRPC endpoint")
-    _bool_flag(g, "--reuse-grpc-port", False,
+    bool_flag(g, "--reuse-grpc-port", False,
                "let several servers listen on the same gRPC port (SO_REUSEPORT) when every one sets this")
     g.add_argument("--grpc-restricted-protocol", action="append", default=[], metavar="PROTOCOL[,PROTOCOL]:KEY=VALUE",
                    help="require metadata KEY: VALUE for these RPC groups; repeatable")
@@ -220,8 +163,8 @@ def _grpc(p: argparse.ArgumentParser) -> None:
 
 def _grpc_transport(g: argparse._ArgumentGroup) -> None:
     """TLS and HTTP/2 keep-alive: gRPC's own channel arguments, under tritonserver's names."""
-    _bool_flag(g, "--grpc-use-ssl", False, "serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
-    _bool_flag(g, "--grpc-use-ssl-mutual", False,
+    bool_flag(g, "--grpc-use-ssl", False, "serve gRPC over TLS with --grpc-server-cert and --grpc-server-key")
+    bool_flag(g, "--grpc-use-ssl-mutual", False,
                "serve gRPC over TLS and require client certificates signed by --grpc-root-cert")
     g.add_argument("--grpc-server-cert", default="", metavar="PATH", help="PEM file of the server's certificate")
     g.add_argument("--grpc-server-key", default="", metavar="PATH", help="PEM file of the server's private key")
@@ -239,32 +182,12 @@ def _grpc_transport(g: argparse._ArgumentGroup) -> None:
     )
     for name, default, metavar, text in keepalive:
         g.add_argument(name, type=integer, default=default, metavar=metavar, help=text)
-    _bool_flag(g, "--grpc-keepalive-permit-without-calls", False,
+    bool_flag(g, "--grpc-keepalive-permit-without-calls", False,
                "let clients send keep-alive pings with no call in flight")
 
 
-def _metrics(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Metrics")
-    _bool_flag(g, "--allow-metrics", True, "serve Prometheus metrics at /metrics")
-    _bool_flag(g, "--allow-gpu-metrics", True, "report GPU metrics (NVML through the `gpu` extra, nvidia-ml-py)")
-    _bool_flag(g, "--allow-cpu-metrics", True, "report CPU utilisation and memory metrics")
-    g.add_argument("--metrics-address", default=None, metavar="ADDRESS",
-                   help="bind address of the metrics endpoint (default: --http-address)")
-    g.add_argument("--metrics-port", type=port, default=8002, metavar="PORT", help="port of the metrics endpoint")
-    g.add_argument("--metrics-interval-ms", type=number, default=2000, metavar="MS",
-                   help="accepted for compatibility: metrics are computed when scraped")
-    g.add_argument("--metrics-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="a metrics setting such as summary_latencies=true or histogram_latencies=true; repeatable")
-
-
-def _tracing(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Tracing")
-    g.add_argument("--trace-config", action="append", default=[], metavar="[MODE,]KEY=VALUE",
-                   help="a trace setting (level, rate, count, mode, file, log-frequency); repeatable")
-
-
-def _backend(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Backend")
+def _backend(groups: FlagGroups) -> None:
+    g = groups["Backend"]
     g.add_argument("--backend-directory", default="/opt/tritonserver/backends", metavar="DIR",
                    help="where Python-based backends live: a model with backend: \"<name>\" that is not one of "
                    "openinfer's own backends runs <backend-directory>/<name>/model.py")
@@ -272,18 +195,18 @@ def _backend(p: argparse.ArgumentParser) -> None:
                    help="a setting passed to a backend, or to all backends without BACKEND; repeatable")
 
 
-def _cache(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Response Cache")
+def _cache(groups: FlagGroups) -> None:
+    g = groups["Response Cache"]
     g.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
                    help="enable the response cache, e.g. local,size=1048576; repeatable")
     g.add_argument("--cache-directory", default="", metavar="DIR",
                    help="accepted for compatibility: only the built-in 'local' cache exists")
 
 
-def _memory(p: argparse.ArgumentParser) -> None:
+def _memory(groups: FlagGroups) -> None:
     # Accepted as tritonserver takes them; openinfer keeps no pinned or CUDA pool of its own,
     # so they have no effect (nor do Triton's on a host without a GPU).
-    g = p.add_argument_group("Memory/Device Management")
+    g = groups["Memory/Device Management"]
     g.add_argument("--pinned-memory-pool-byte-size", type=integer, default=1 << 28, metavar="BYTES",
                    help="accepted for compatibility: no effect (openinfer keeps no pinned memory pool)")
     g.add_argument("--cuda-memory-pool-byte-size", type=parse_cuda_pool, action="append", default=[],
@@ -299,21 +222,17 @@ def _memory(p: argparse.ArgumentParser) -> None:
                        "buffer threads are Triton's C++ core's)")
 
 
-def _deprecated(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("Deprecated")
-    _bool_flag(g, "--strict-model-config", False, "true means --disable-auto-complete-config")
-    g.add_argument("--trace-file", default=None, metavar="PATH", help="use --trace-config triton,file=<path>")
-    g.add_argument("--trace-level", action="append", default=[], metavar="LEVEL",
-                   help="use --trace-config level=<level>")
-    g.add_argument("--trace-rate", type=integer, default=None, metavar="N", help="use --trace-config rate=<n>")
-    g.add_argument("--trace-count", type=integer, default=None, metavar="N", help="use --trace-config count=<n>")
-    g.add_argument("--trace-log-frequency", type=integer, default=None, metavar="N",
-                   help="use --trace-config triton,log-frequency=<n>")
+def _deprecated(groups: FlagGroups) -> None:
+    g = groups["Deprecated"]
+    bool_flag(g, "--strict-model-config", False, "true means --disable-auto-complete-config")
     g.add_argument("--response-cache-byte-size", type=integer, default=None, metavar="BYTES",
                    help="use --cache-config local,size=<bytes>")
 
 
-def serve_parser() -> FlagParser:
+def serve_parser(features: Iterable[str] | None = None) -> FlagParser:
+    """The server's own flags and those of `features` (by default every feature's)."""
+    from .. import features as known
+
     p = FlagParser(
         prog="openinfer serve",
         usage="openinfer serve --model-repository DIR [flags]",
@@ -321,10 +240,9 @@ def serve_parser() -> FlagParser:
         "metrics and, with --openai-port, the OpenAI API.",
         formatter_class=HelpFormatter,
     )
-    for add in (_server, _logging, _repository, _http, _grpc, _metrics, _tracing, _backend, _cache, _memory):
-        add(p)
-    from ..frontends.openai.options import add_flags as add_openai_flags
-
-    add_openai_flags(p)
-    _deprecated(p)
+    groups = FlagGroups(p)
+    for add in (_server, _repository, _http, _grpc, _backend, _cache, _memory, _deprecated):
+        add(groups)
+    known.add_flags(groups, known.load(features))
+    groups.finish()
     return p

@@ -1,32 +1,24 @@
 """The core's options from the command line: repositories, control mode, backend configuration,
-GPU limits, and the deprecated trace and cache flags in the syntax of the flags that replaced them.
+GPU limits, and the deprecated cache flag in the syntax of the flag that replaced it.
 A flag the server cannot take ends the process here, before anything starts."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from .. import extensions as protocol_extensions
+from .. import features as known_features
 from ..core.memory import gpu_limit
 from ..core.repository import storage
 from ..core.repository.repository import ControlMode, RepositoryOptions
 from ..core.repository.storage import RemoteRepository
 from ..core.server import ServerOptions
+from ..features import Feature
 from .settings import Settings
 
 log = logging.getLogger("openinfer")
-
-
-def trace_specs(args: Settings) -> list[str]:
-    """`--trace-config` plus the deprecated `--trace-*` flags in its syntax."""
-    specs = [f"triton,file={args.trace_file}"] if getattr(args, "trace_file", None) else []
-    specs += [f"level={level}" for level in getattr(args, "trace_level", None) or []]
-    for flag, key in (("trace_rate", "rate"), ("trace_count", "count"), ("trace_log_frequency", "triton,log-frequency")):
-        if getattr(args, flag, None) is not None:
-            specs.append(f"{key}={getattr(args, flag)}")
-    return specs + list(args.trace_config)
 
 
 def cache_specs(args: Settings) -> list[str]:
@@ -85,8 +77,9 @@ def _gpu_limits(values: list[str]) -> dict[int, float]:
         raise SystemExit(f"error: --model-load-gpu-limit: {exc}") from None
 
 
-def server_options(args: Settings) -> ServerOptions:
-    """The core's options from the command line; a flag the server cannot take ends the process."""
+def server_options(args: Settings, features: Sequence[Feature] | None = None) -> ServerOptions:
+    """The core's options from the command line, with the protocol extensions of `features` (by
+    default every feature) to report; a flag the server cannot take ends the process."""
     mode = ControlMode(args.model_control_mode)
     if args.load_model and mode is not ControlMode.EXPLICIT:
         raise SystemExit("error: --load-model requires --model-control-mode=explicit")
@@ -109,7 +102,7 @@ def server_options(args: Settings) -> ServerOptions:
     return ServerOptions(
         model_repositories=local + [remote.local for remote in remotes],
         server_id=args.id,
-        extensions=protocol_extensions.names(),
+        extensions=known_features.extension_names(known_features.load() if features is None else features),
         strict_readiness=args.strict_readiness,
         repository=repo_options,
         init_error=init_error,

@@ -1,9 +1,10 @@
 """The command line, parsed once into read-only settings.
 
-`serve_flags.py` declares every flag; `Settings.from_args` freezes what argparse made of them, and the
-composition root and its plug-ins all read that one object. Nobody writes to it: a plug-in
-that changes what the server does (the response cache, the OpenAI frontend serving alone)
-says so in what its `configure` returns. Lists become tuples, so nothing inside changes either.
+`serve_flags.py` declares the server's own flags and gathers the features'; `Settings.from_args`
+freezes what argparse made of them, and the composition root and the features all read that one
+object. Nobody writes to it: a feature that changes what the server does (the OpenAI frontend
+serving alone) says so in what its `configure` returns. Lists become tuples, so nothing inside
+changes either; `replace` makes a changed copy.
 """
 
 from __future__ import annotations
@@ -13,16 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
-
-
-def parse_bool(value: str) -> bool:
-    """tritonserver's boolean flag values."""
-    lowered = value.strip().lower()
-    if lowered in ("true", "on", "1", "yes"):
-        return True
-    if lowered in ("false", "off", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean '{value}' (use true/false/on/off/1/0)")
 
 
 def _frozen(value: Any) -> Any:
@@ -44,3 +35,10 @@ class Settings:
             return self.flags[name]
         except KeyError:
             raise AttributeError(f"no setting '{name}'") from None
+
+    def replace(self, **changes: Any) -> Settings:
+        """These settings with `changes` (by flag name; AttributeError names an unknown one)."""
+        for name in changes:
+            if name not in self.flags:
+                raise AttributeError(f"no setting '{name}'")
+        return Settings(MappingProxyType({**self.flags, **{k: _frozen(v) for k, v in changes.items()}}))

@@ -14,22 +14,13 @@ from ..core.backend import Backend
 
 log = logging.getLogger("openinfer.backends")
 
-#: backend name -> "module:Class"
-KNOWN_BACKENDS: dict[str, str] = {
-    "python": "openinfer.backends.python.backend:PythonBackend",
-    "onnxruntime": "openinfer.backends.onnxruntime:OnnxRuntimeBackend",
-    "pytorch": "openinfer.backends.pytorch:PyTorchBackend",
-    "ensemble": "openinfer.backends.ensemble:EnsembleBackend",
-    "transformers": "openinfer.backends.llm.transformers_backend:TransformersBackend",
-    "vllm": "openinfer.backends.llm.vllm_backend:VllmBackend",
-}
-
 
 class BackendRegistry:
     """Creates each backend once, on first use."""
 
     def __init__(self, known: dict[str, str] | None = None, backend_directory: str | None = None) -> None:
-        self.known = dict(known or KNOWN_BACKENDS)
+        #: backend name -> "module:Class"; by default, what the server's features provide.
+        self.known = dict(known if known is not None else _featured_backends())
         self.backend_directory = backend_directory
         self._loaded: dict[str, Backend] = {}
 
@@ -56,3 +47,9 @@ class BackendRegistry:
         backend = getattr(module, class_name)()
         self._loaded[name] = backend
         return backend
+
+
+def _featured_backends() -> dict[str, str]:
+    from .. import features
+
+    return features.backend_table(features.load())

@@ -80,6 +80,9 @@ class ServerServices:
     #: Builds each loaded model version's latency observer (`--metrics-config` summaries and
     #: histograms); None: no observer.
     stats_observer: Callable[[ModelStats], Any] | None = None
+    #: What the server's features keep for their own endpoints, by feature name. The core only
+    #: holds it (`InferenceServer.feature_state`); it never reads it.
+    features: Mapping[str, object] = field(default_factory=dict)
 
 
 class InferenceServer:
@@ -104,9 +107,15 @@ class InferenceServer:
         self.trace = services.trace
         self.log_settings = services.log_settings
         self.cache = services.cache
+        self._feature_states = dict(services.features)
         #: Metric families models create (`pb_utils.MetricFamily`); /metrics prints them after
         #: the nv_* families, and a model version's are released when it unloads.
         self.custom_metrics = CustomMetrics()
+
+    def feature_state(self, name: str) -> object:
+        """What feature `name` made of the settings (None when it made nothing): how a feature's
+        endpoints, which are handed only the server, reach their own state."""
+        return self._feature_states.get(name)
 
     # ----------------------------------------------------------------- lifecycle
     async def start(self) -> None:

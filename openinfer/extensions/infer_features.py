@@ -10,10 +10,10 @@ Their rules run on every infer request, so they live where the request is decode
 
 from __future__ import annotations
 
-from .spec import ProtocolExtension
+from ..features.contract import Feature
 
-CLASSIFICATION = ProtocolExtension(names=("classification",))
-SEQUENCE = ProtocolExtension(names=("sequence",))
-SCHEDULE_POLICY = ProtocolExtension(names=("schedule_policy",))
-BINARY_TENSOR_DATA = ProtocolExtension(names=("binary_tensor_data",))
-PARAMETERS = ProtocolExtension(names=("parameters",))
+CLASSIFICATION = Feature(name="classification", extensions=("classification",))
+SEQUENCE = Feature(name="sequence", extensions=("sequence",))
+SCHEDULE_POLICY = Feature(name="schedule_policy", extensions=("schedule_policy",))
+BINARY_TENSOR_DATA = Feature(name="binary_tensor_data", extensions=("binary_tensor_data",))
+PARAMETERS = Feature(name="parameters", extensions=("parameters",))

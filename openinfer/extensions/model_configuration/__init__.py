@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
-from ..spec import ProtocolExtension
+from ...features.contract import Feature
 from .grpc import ModelConfigRpcs
 from .http import install
 
-EXTENSION = ProtocolExtension(
-    names=("model_configuration",), group="model-config", http=install, grpc=ModelConfigRpcs
+FEATURE = Feature(
+    name="model_configuration",
+    extensions=("model_configuration",),
+    group="model-config",
+    http=install,
+    grpc=ModelConfigRpcs,
 )

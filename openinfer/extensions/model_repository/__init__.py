@@ -7,12 +7,13 @@ this package is the extension's endpoints.
 
 from __future__ import annotations
 
-from ..spec import ProtocolExtension
+from ...features.contract import Feature
 from .grpc import ModelRepositoryRpcs
 from .http import install
 
-EXTENSION = ProtocolExtension(
-    names=("model_repository", "model_repository(unload_dependents)"),
+FEATURE = Feature(
+    name="model_repository",
+    extensions=("model_repository", "model_repository(unload_dependents)"),
     group="model-repository",
     http=install,
     grpc=ModelRepositoryRpcs,

@@ -6,8 +6,14 @@ The numbers are gathered by the core as requests run (`core/observability/stats.
 
 from __future__ import annotations
 
-from ..spec import ProtocolExtension
+from ...features.contract import Feature
 from .grpc import StatisticsRpcs
 from .http import install
 
-EXTENSION = ProtocolExtension(names=("statistics",), group="statistics", http=install, grpc=StatisticsRpcs)
+FEATURE = Feature(
+    name="statistics",
+    extensions=("statistics",),
+    group="statistics",
+    http=install,
+    grpc=StatisticsRpcs,
+)

@@ -383,7 +383,7 @@ class Binding:
     credentials: grpc.ServerCredentials | None = None
 
 
-async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPolicy, extra: list[Callable] | None = None,
+async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPolicy,
                      compression: grpc.Compression | None = None,
                      rpcs: Sequence[tuple[type, str | None]] = (), header_forward: str | None = None) -> grpc.aio.Server:
     """Bind and start the gRPC server. `rpcs`: the protocol extensions' servicer mixins, each
@@ -399,8 +399,6 @@ async def start_grpc(server: InferenceServer, binding: Binding, access: AccessPo
     registry = _TolerantRegistry(grpc_server)
     pb_grpc.add_GRPCInferenceServiceServicer_to_server(servicer_cls(server), registry)
     health_pb2_grpc.add_HealthServicer_to_server(guarded(HealthServicer, access)(server), registry)
-    for hook in extra or []:
-        hook(grpc_server)
     address = binding.address
     try:
         if binding.credentials is None:

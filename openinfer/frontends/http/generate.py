@@ -19,6 +19,7 @@ import orjson
 
 from ...core.errors import InvalidArgumentError, OpenInferError
 from ...core.types import InferRequest, InferResponse
+from ...features.contract import Feature
 from ..asgi.transport import Transport
 from ..json_tensors import json_value, make_tensor
 from .app import HttpApp, HttpRequest, HttpResponse, json_response
@@ -112,7 +113,8 @@ def _has_data(response: InferResponse) -> bool:
     return bool(response.outputs)
 
 
-def install(app: HttpApp) -> None:
+def install(app: HttpApp, group: str | None = None) -> None:
+    """The generate routes, in the `inference` group as Triton guards them."""
     server = app.server
 
     def args(req: HttpRequest) -> tuple[str, str]:
@@ -182,3 +184,7 @@ def _sse(server: Any, request: InferRequest) -> Callable[[Transport], Awaitable[
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return respond
+
+
+#: Triton's generate extension (not named in `GET /v2`, as Triton does not name it).
+FEATURE = Feature(name="generate", http=install)

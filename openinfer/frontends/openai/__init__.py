@@ -9,8 +9,6 @@ frontend starts.
 
 from __future__ import annotations
 
-from .plugin import OpenAIPlugin
+from .feature import FEATURE
 
-PLUGIN = OpenAIPlugin()
-
-__all__ = ["PLUGIN", "OpenAIPlugin"]
+__all__ = ["FEATURE"]

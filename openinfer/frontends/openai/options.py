@@ -10,7 +10,8 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
-from ...app.settings import Settings, parse_bool
+from ...app.settings import Settings
+from ...features.flags import FlagGroups, parse_bool
 from ..access import OPENAI_GROUPS, AccessPolicy, Restriction
 from .reasoning import PARSERS as REASONING_PARSER_CLASSES
 from .tool_parsers import PARSERS as TOOL_PARSER_CLASSES
@@ -31,8 +32,8 @@ def positive_int(value: str) -> int:
     return number
 
 
-def add_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("OpenAI-compatible frontend")
+def add_flags(groups: FlagGroups) -> None:
+    g = groups["OpenAI-compatible frontend"]
     g.add_argument("--openai-port", type=int, default=None, metavar="PORT", help="serve the OpenAI API on this port (off when absent)")
     g.add_argument("--openai-address", default="0.0.0.0", metavar="ADDRESS", help="bind address of the OpenAI frontend")
     g.add_argument("--tokenizer", default=None, metavar="DIR", help="tokenizer directory for chat templates (default: the model's own)")

@@ -35,3 +35,12 @@ def test_openai_restrictions_parse_from_frozen_settings():
     options = OpenAIOptions.from_settings(settings)
     assert options.port == 9000 and options.access.rules["inference"].key == "api-key"
     assert options.allowed_origins == ["http://a.example", "http://b.example"]
+
+
+def test_a_changed_copy_leaves_the_original_and_refuses_unknown_names():
+    settings = _settings()
+    changed = settings.replace(http_port=0, load_model=["c"])
+    assert (changed.http_port, changed.load_model) == (0, ("c",))
+    assert (settings.http_port, settings.load_model) == (8000, ())
+    with pytest.raises(AttributeError, match="no setting 'htp_port'"):
+        settings.replace(htp_port=1)

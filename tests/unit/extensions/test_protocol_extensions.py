@@ -1,5 +1,5 @@
-"""The protocol-extension registry: what GET /v2 reports, which group guards each endpoint,
-and that every RPC of the service is served by the protocol or one extension."""
+"""The features as protocol extensions: what GET /v2 reports, which group guards each endpoint,
+and that every RPC of the service is served by the protocol or one feature."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import orjson
 
-from openinfer import extensions
+from openinfer import features
 from openinfer._proto import grpc_service_pb2 as pb
 from openinfer.backends.registry import BackendRegistry
 from openinfer.app.cli import serve_parser
@@ -34,7 +34,7 @@ TRITON_GROUPS = {
 
 
 def test_names_are_tritons_in_its_order():
-    assert extensions.names() == TRITON_EXTENSIONS
+    assert features.extension_names(features.load()) == TRITON_EXTENSIONS
 
 
 def test_the_server_reports_the_names_the_composition_root_gives_it(tmp_path):
@@ -45,19 +45,19 @@ def test_the_server_reports_the_names_the_composition_root_gives_it(tmp_path):
 
 
 def test_groups_are_tritons():
-    assert set(PROTOCOL_GROUPS) | set(extensions.groups()) == TRITON_GROUPS
+    assert set(PROTOCOL_GROUPS) | set(features.groups(features.load())) == TRITON_GROUPS
 
 
 def test_every_rpc_of_the_service_belongs_to_the_protocol_or_one_extension():
     service = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     owners: dict[str, list[str]] = {}
-    for extension in extensions.ALL:
-        for rpc in extension.rpc_names():
-            owners.setdefault(rpc, []).append(extension.names[0])
+    for feature in features.load():
+        for rpc in feature.rpc_names():
+            owners.setdefault(rpc, []).append(feature.name)
     for method in service.methods:
         in_protocol = method.name in RPC_GROUPS
         assert in_protocol + len(owners.get(method.name, [])) == 1, method.name
-    servicer, groups = compose_servicer(extensions.grpc_rpcs())
+    servicer, groups = compose_servicer(features.grpc_rpcs(features.load()))
     for method in service.methods:
         assert callable(getattr(servicer, method.name)), method.name
         assert groups[method.name] in TRITON_GROUPS, method.name
@@ -66,7 +66,7 @@ def test_every_rpc_of_the_service_belongs_to_the_protocol_or_one_extension():
 def test_each_extension_route_carries_its_group(tmp_path):
     server = InferenceServer(ServerOptions([tmp_path]), BackendRegistry())
     app = HttpApp(server)
-    handlers.install(app, extensions.http_installers())
+    handlers.install(app, features.http_installers(features.load()))
     groups = {route.group for route in app.routes}
     assert groups == TRITON_GROUPS
     by_pattern = {route.pattern.pattern: route.group for route in app.routes}
