@@ -13,11 +13,6 @@ from .grpc import LoggingRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="logging",
-    extensions=("logging",),
-    group="logging",
-    flags=add_flags,
-    configure=configure,
-    http=install,
-    grpc=LoggingRpcs,
+    name="logging", extensions=("logging",), group="logging",
+    flags=add_flags, configure=configure, http=install, grpc=LoggingRpcs,
 )

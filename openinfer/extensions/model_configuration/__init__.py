@@ -8,9 +8,6 @@ from .grpc import ModelConfigRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="model_configuration",
-    extensions=("model_configuration",),
-    group="model-config",
-    http=install,
-    grpc=ModelConfigRpcs,
+    name="model_configuration", extensions=("model_configuration",), group="model-config",
+    http=install, grpc=ModelConfigRpcs,
 )

@@ -12,9 +12,6 @@ from .grpc import ModelRepositoryRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="model_repository",
-    extensions=("model_repository", "model_repository(unload_dependents)"),
-    group="model-repository",
-    http=install,
-    grpc=ModelRepositoryRpcs,
+    name="model_repository", extensions=("model_repository", "model_repository(unload_dependents)"), group="model-repository",
+    http=install, grpc=ModelRepositoryRpcs,
 )

@@ -15,11 +15,6 @@ from .grpc import SharedMemoryRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="shared_memory",
-    extensions=("system_shared_memory", "cuda_shared_memory"),
-    group="shared-memory",
-    flags=add_flags,
-    configure=configure,
-    http=install,
-    grpc=SharedMemoryRpcs,
+    name="shared_memory", extensions=("system_shared_memory", "cuda_shared_memory"), group="shared-memory",
+    flags=add_flags, configure=configure, http=install, grpc=SharedMemoryRpcs,
 )

@@ -11,9 +11,6 @@ from .grpc import StatisticsRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="statistics",
-    extensions=("statistics",),
-    group="statistics",
-    http=install,
-    grpc=StatisticsRpcs,
+    name="statistics", extensions=("statistics",), group="statistics",
+    http=install, grpc=StatisticsRpcs,
 )

@@ -13,11 +13,6 @@ from .grpc import TraceRpcs
 from .http import install
 
 FEATURE = Feature(
-    name="trace",
-    extensions=("trace",),
-    group="trace",
-    flags=add_flags,
-    configure=configure,
-    http=install,
-    grpc=TraceRpcs,
+    name="trace", extensions=("trace",), group="trace",
+    flags=add_flags, configure=configure, http=install, grpc=TraceRpcs,
 )
