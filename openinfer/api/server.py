@@ -83,7 +83,9 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
     def start(self, wait_until_ready: bool = True, timeout: float | None = None) -> Server:
         """Loads the models (all of them, or `--load-model`'s in explicit mode). With
-        `exit_on_error` (the default) a model that fails to load makes this raise."""
+        `exit_on_error` (the default) a model that fails to load makes this raise; without it,
+        this returns once the loads end, ready or not (strict readiness reports a server with a
+        failed model not ready, as Triton does)."""
         if self._core is not None:
             raise UnavailableError("the server is already started")
         from ..app.compose import compose
@@ -107,7 +109,7 @@ class Server:
         if failed and self._args.exit_on_error:
             self.stop()
             raise UnavailableError(f"failed to load all models: {', '.join(failed)} (exit_on_error=False serves the others)")
-        if wait_until_ready:
+        if wait_until_ready and not failed:  # with a failed model, strict readiness never comes
             deadline = None if timeout is None else time.monotonic() + timeout
             while not self.ready():
                 if deadline is not None and time.monotonic() > deadline:

@@ -215,6 +215,10 @@ def test_lifecycle_and_settings(tmp_path):
         openinfer.Server(model_repository=tmp_path).start()
     with openinfer.Server(model_repository=tmp_path, exit_on_error=False, strict_readiness=False) as tolerant:
         assert tolerant.models()[("broken", 1)]["state"] == "UNAVAILABLE"
+    # Under strict readiness that server never becomes ready, as Triton's would not: start returns
+    # with it serving the other models instead of waiting for a readiness that cannot come.
+    with openinfer.Server(model_repository=tmp_path, exit_on_error=False) as strict:
+        assert not strict.ready() and strict.live()
 
 
 def test_one_server_used_from_many_threads_while_loading(tmp_path):
