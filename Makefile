@@ -55,14 +55,14 @@ coverage: install-test flink-venv
 	@grep "^TOTAL" .coverage-data/report.txt
 
 # The protocol cases sent to openinfer and to Triton 2.51 (the nvidia-pytriton wheel, installed
-# into bench/.venvs on first use as `make bench` installs it); prints where the answers differ.
+# into benchmarks/.venvs on first use as `make bench` installs it); prints where the answers differ.
 conformance: install-test
 	OPENINFER_CONFORMANCE=1 $(BIN)/python -m pytest -q -rs tests/conformance $(PYTEST_ARGS)
 
 # One run, one progress line: the v2 grid, the LLM row, then the ONNX comparison; the charts
-# (bench/charts/*.svg, the plot extra) land in bench/RESULTS.md and the README.
+# (benchmarks/charts/*.svg, the plot extra) land in benchmarks/RESULTS.md and the README.
 bench: install-test
-	$(BIN)/python -m bench
+	$(BIN)/python -m benchmarks
 
 # docs/cli.md is generated from the argument parsers; a test checks it is current.
 docs: install

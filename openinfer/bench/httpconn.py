@@ -3,7 +3,7 @@
 A load generator spends most of its CPU in its HTTP client. Requests here are pre-encoded bytes
 and a response is read as status line, a few headers and a Content-Length (or chunked) body, with
 no per-request object graph; this costs a fraction of what httpx or aiohttp spend per request
-(``bench/client_cost.py`` measures the difference).
+(``benchmarks/client_cost.py`` measures the difference).
 """
 
 from __future__ import annotations

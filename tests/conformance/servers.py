@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import peers, triton
+from benchmarks import peers, triton
 from tests.helpers import Server, free_ports, http_status, read_log, stop_process
 
 #: Both servers: models loaded at start and then by request, so the repository cases can
@@ -75,7 +75,7 @@ class TritonProcess:
 
 
 def triton_layout() -> tuple[triton.Layout | None, str]:
-    """Triton installed (once, into bench/.venvs/triton) and ready to start, or None and why."""
+    """Triton installed (once, into benchmarks/.venvs/triton) and ready to start, or None and why."""
     py, why = peers.ensure_peer("triton", install=True)
     if py is None:
         return None, why

@@ -41,8 +41,8 @@ GOLDEN = ROOT / "tests" / "testdata" / "flink"
 
 @contextmanager
 def triton_server(python: Path, repo: Path, args: tuple[str, ...]) -> Iterator[int]:
-    """Triton 2.51 from the bench's peer venv (`bench/triton.py`), on free loopback ports."""
-    from bench import triton
+    """Triton 2.51 from the bench's peer venv (`benchmarks/triton.py`), on free loopback ports."""
+    from benchmarks import triton
 
     layout, why = triton.prepare(python)
     if layout is None:

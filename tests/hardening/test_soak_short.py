@@ -1,10 +1,10 @@
-"""The soak of bench/soak.py, short: mixed HTTP, gRPC, streaming and OpenAI traffic while a
+"""The soak of benchmarks/soak.py, short: mixed HTTP, gRPC, streaming and OpenAI traffic while a
 model is unloaded and loaded every few seconds. Healthy models see no error, the churned
 model never answers wrongly, and the server's memory does not grow after warm-up."""
 
 from __future__ import annotations
 
-from bench import soak
+from benchmarks import soak
 
 
 def test_short_soak_serves_everything_and_holds_its_memory():

@@ -32,7 +32,7 @@ def test_ruff_finds_nothing():
     """The rules `[tool.ruff.lint]` selects, over the package, its tests and the benchmarks."""
     ruff = Path(sys.executable).parent / "ruff"
     done = subprocess.run(
-        [str(ruff), "check", "--no-cache", "--output-format", "concise", "openinfer", "tests", "bench"],
+        [str(ruff), "check", "--no-cache", "--output-format", "concise", "openinfer", "tests", "benchmarks"],
         check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]

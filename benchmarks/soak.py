@@ -1,8 +1,8 @@
 """Soak: mixed HTTP, gRPC and OpenAI traffic for N minutes while a model is unloaded and
 loaded again and again; reports requests served, errors, p99 latency and RSS over time.
 
-    python -m bench.soak --minutes 30                 # the long run (not in CI)
-    python -m bench.soak --minutes 2 --interval 10 --json soak.json
+    python -m benchmarks.soak --minutes 30                 # the long run (not in CI)
+    python -m benchmarks.soak --minutes 2 --interval 10 --json soak.json
 
 Every answer is checked (values, not just status). Healthy models must see zero errors; the
 model being churned may refuse calls while it is unloaded ("churn refused", expected), but
@@ -396,7 +396,7 @@ def _warm_up_end(windows: list[Window], warmup_windows: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--interval", type=float, default=30, help="seconds per reporting window")
     parser.add_argument("--clients", type=int, default=1, help="callers per traffic kind")

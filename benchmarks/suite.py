@@ -103,7 +103,7 @@ def best_of_rounds(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     p.add_argument("--servers", default=",".join(servers.ALL),
                    help=f"comma-separated subset of {','.join(servers.ALL)}")
     p.add_argument("--grids", default=",".join(grids.GRIDS),
@@ -136,16 +136,16 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="also measure what each HTTP client costs per request")
     p.add_argument("--no-install", action="store_true", help="skip peers not yet installed")
     p.add_argument("--out", default=None,
-                   help="where the results go (default: bench/RESULTS.md, which also updates the "
-                        "README; with --quick bench/results/RESULTS.quick.md)")
+                   help="where the results go (default: benchmarks/RESULTS.md, which also updates the "
+                        "README; with --quick benchmarks/results/RESULTS.quick.md)")
     p.add_argument("--llm", action=argparse.BooleanOptionalAction, default=True,
-                   help="also the LLM row (bench/llm.py): the OpenAI endpoint against in-process")
+                   help="also the LLM row (benchmarks/llm.py): the OpenAI endpoint against in-process")
     p.add_argument("--quick", action="store_true",
                    help="short windows, one round: a smoke run, labelled as such")
     p.add_argument("--charts", action=argparse.BooleanOptionalAction, default=True,
-                   help="draw bench/charts/*.svg (matplotlib, the plot extra) and embed them in RESULTS.md")
+                   help="draw benchmarks/charts/*.svg (matplotlib, the plot extra) and embed them in RESULTS.md")
     p.add_argument("--onnx-peers", action=argparse.BooleanOptionalAction, default=True,
-                   help="then the ONNX comparison (bench/onnx_peers.py), under the same progress line")
+                   help="then the ONNX comparison (benchmarks/onnx_peers.py), under the same progress line")
     ns = p.parse_args(argv)
     unknown = {*_csv(ns.grids, str)} - set(grids.GRIDS)
     if unknown:
@@ -279,7 +279,7 @@ def main(argv: list[str]) -> int:
         from . import charts
 
         llm = charts.llm_runs() if ns.llm else {}
-        base = Path(ns.out).resolve().parent  # bench/charts/ only for the committed results
+        base = Path(ns.out).resolve().parent  # benchmarks/charts/ only for the committed results
         shown = charts.charted(cells)
         text = charts.embed(text, charts.draw(shown, llm, out=base / "charts", note=charts.cores_note(shown),
                                               llm_caption=charts.llm_note() if llm else ""), base=base)

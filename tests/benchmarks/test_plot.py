@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import charts, results
+from benchmarks import charts, results
 from openinfer.bench.cli import main
 from openinfer.bench.plot import latency_distributions, throughput_latency
 from openinfer.bench.progress import Progress, RunProgress

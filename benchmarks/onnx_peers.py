@@ -9,7 +9,7 @@ overhead dominates), and `image_onnx`, global average pooling plus a linear laye
 INPUT0 [1, 3, 64, 64] (48 KiB per request: tensor handling dominates); both answer OUTPUT0
 [1, 16] (FP32). Load comes from `openinfer bench` (perf_analyzer's method: stable windows).
 
-    python -m bench.onnx_peers [--protocols http,grpc] [--concurrency 1,8] [--quick]
+    python -m benchmarks.onnx_peers [--protocols http,grpc] [--concurrency 1,8] [--quick]
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
         "# The ONNX row: openinfer's onnxruntime backend against MLServer and KServe",
         "",
         (
-            f"Written by `python -m bench.onnx_peers` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, "
+            f"Written by `python -m benchmarks.onnx_peers` on {time.strftime('%Y-%m-%d')} ({os.cpu_count()} cores, "
             f"load average {load:.1f} at the end). Every server runs one onnxruntime session with one "
             "intra-op thread per model. Ratio = openinfer's infer/s over the peer's for the same model, "
             "protocol and concurrency; `unstable` = its windows did not agree within the limit."
@@ -346,7 +346,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str]) -> str:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.onnx_peers", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.onnx_peers", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     # MLServer twice, as in the main suite: its default worker process and `parallel_workers: 0`.
     p.add_argument("--servers", default="openinfer,mlserver,mlserver_pw0,kserve")

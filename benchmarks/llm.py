@@ -18,11 +18,11 @@ in-process round runs in a fresh process.
 
 Then, in the same rounds, openinfer against `transformers serve --continuous-batching` at
 concurrency 1, 4 and 8, each measured by `openinfer bench openai` and by NVIDIA's aiperf, with
-the servers' CPU and memory (bench/llm_compare.py); a peer or generator that cannot run is
+the servers' CPU and memory (benchmarks/llm_compare.py); a peer or generator that cannot run is
 reported as not measured.
 
-    python -m bench.llm [--requests 48] [--max-tokens 64] [--rounds 3] [--out bench/LLM_RESULTS.md]
-    python -m bench.llm --requests 4 --max-tokens 8 --rounds 1 --same-process --out /tmp/llm.md  # smoke run
+    python -m benchmarks.llm [--requests 48] [--max-tokens 64] [--rounds 3] [--out benchmarks/LLM_RESULTS.md]
+    python -m benchmarks.llm --requests 4 --max-tokens 8 --rounds 1 --same-process --out /tmp/llm.md  # smoke run
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def run(requests: int = REQUESTS, max_tokens: int = 64, rounds: int = 3, fresh: 
     """`rounds` interleaved rounds of every measurement; each row keeps its best round.
     `fresh=False` runs the in-process rows in this process instead of a fresh one each: a
     quicker smoke run, whose in-process figures are a little low. `peer` and `use_aiperf` bring
-    in `transformers serve` and aiperf (installed into bench/.venvs unless not `install`)."""
+    in `transformers serve` and aiperf (installed into benchmarks/.venvs unless not `install`)."""
     from openinfer.backends.llm.baseline import engine_baseline, transformers_baseline
     from tests.llm_fixtures import llm_assets
 
@@ -265,7 +265,7 @@ def save(result: dict[str, Any], out: Path = DEFAULT_OUT) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.llm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.llm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
                         help="compare with transformers serve --continuous-batching")
     parser.add_argument("--aiperf", action=argparse.BooleanOptionalAction, default=True,
-                        help="also measure the comparison with aiperf (installed into bench/.venvs/aiperf)")
+                        help="also measure the comparison with aiperf (installed into benchmarks/.venvs/aiperf)")
     parser.add_argument("--no-install", action="store_true", help="leave aiperf out unless already installed")
     ns = parser.parse_args(argv)
     concurrency = tuple(int(c) for c in ns.concurrency.split(",") if c)
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def publish(text: str) -> None:
     """RESULTS.md's LLM sections replaced by `text`, and the README's performance section after
-    it, as `make bench` would leave them (`python -m bench.charts` redraws the picture)."""
+    it, as `make bench` would leave them (`python -m benchmarks.charts` redraws the picture)."""
     from . import readme
 
     results = HERE / "RESULTS.md"

@@ -1,4 +1,4 @@
-"""Installs what the comparison needs, each peer in a venv of its own under ``bench/.venvs``.
+"""Installs what the comparison needs, each peer in a venv of its own under ``benchmarks/.venvs``.
 
 Peers pin their own framework versions (FastAPI, pydantic, grpcio), so they never share the
 project's environment; a peer that fails to install is skipped with its reason, not fatal.

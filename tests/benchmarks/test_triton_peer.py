@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import grids, servers, triton
-from bench.peers import VENVS
+from benchmarks import grids, servers, triton
+from benchmarks.peers import VENVS
 
 
 def _wheel(site: Path, versions: tuple[str, ...]) -> Path:
@@ -53,7 +53,7 @@ def test_a_python_without_a_stub_is_named(tmp_path, monkeypatch) -> None:
 
 def test_without_the_wheel_triton_is_skipped_with_its_reason(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(servers, "RESULTS", tmp_path)
-    monkeypatch.setattr("bench.servers.ensure_peer", lambda name, install: (None, f"{name} did not install"))
+    monkeypatch.setattr("benchmarks.servers.ensure_peer", lambda name, install: (None, f"{name} did not install"))
     server = servers.make("triton", grids.GRIDS["plain"], install=False)
     assert server.skip == "triton did not install"
 
@@ -61,7 +61,7 @@ def test_without_the_wheel_triton_is_skipped_with_its_reason(tmp_path, monkeypat
 @pytest.fixture
 def installed_triton(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     if not (VENVS / "triton.ok").exists():
-        pytest.skip("Triton is not installed in bench/.venvs/triton (python -m bench installs it)")
+        pytest.skip("Triton is not installed in benchmarks/.venvs/triton (python -m benchmarks installs it)")
     monkeypatch.setattr(servers, "RESULTS", tmp_path)
     return servers
 

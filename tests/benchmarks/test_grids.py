@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import grids, repository, servers, suite
+from benchmarks import grids, repository, servers, suite
 from openinfer.core.config import parse_config_text
 
 
@@ -94,7 +94,7 @@ def test_frontend_processes_get_one_process_per_server_core(tmp_path, monkeypatc
 def test_options_for_quick_runs_and_subsets() -> None:
     ns = suite.parse(["--quick", "--grids", "plain", "--cores", "1"])
     assert ns.rounds == 1 and ns.out.endswith("results/RESULTS.quick.md")
-    assert suite.parse([]).out.endswith("bench/RESULTS.md")
+    assert suite.parse([]).out.endswith("benchmarks/RESULTS.md")
     with pytest.raises(SystemExit):
         suite.parse(["--grids", "plain,bogus"])
 

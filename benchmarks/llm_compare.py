@@ -1,10 +1,10 @@
 """openinfer against `transformers serve --continuous-batching`, measured by both load generators
-(bench/llm_load.py), at concurrency 1, 4 and 8.
+(benchmarks/llm_load.py), at concurrency 1, 4 and 8.
 
 Every round measures each (concurrency, server, generator) cell once, servers and generators
 taking turns within a level so that drift on the shared machine hits all alike, and each cell
 keeps its best round (the highest output tokens/s; noise only ever slows a run down). Around each
-cell the server's process tree is read from /proc (bench/proc_cpu.py): its CPU seconds, charged
+cell the server's process tree is read from /proc (benchmarks/proc_cpu.py): its CPU seconds, charged
 per output token generated meanwhile (warm-up requests included, since they ran in the window),
 and its peak resident memory.
 

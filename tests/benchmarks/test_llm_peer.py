@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.llm import INPUT_WORDS, prompts
-from bench.llm_compare import measure_cell
-from bench.llm_load import TOKENIZER_ID, Load, aiperf, openinfer_bench, prepare_aiperf, tokenizer_cache
-from bench.llm_servers import LlmServer, transformers_serve
-from bench.peers import VENVS
+from benchmarks.llm import INPUT_WORDS, prompts
+from benchmarks.llm_compare import measure_cell
+from benchmarks.llm_load import TOKENIZER_ID, Load, aiperf, openinfer_bench, prepare_aiperf, tokenizer_cache
+from benchmarks.llm_servers import LlmServer, transformers_serve
+from benchmarks.peers import VENVS
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -73,7 +73,7 @@ def test_the_cache_entry_gives_the_models_tokenizer_offline(model_dir: Path, tmp
 @pytest.mark.timeout(600)
 def test_aiperf_measures_transformers_serve(peer: LlmServer, model_dir: Path, tmp_path: Path) -> None:
     if not (VENVS / "aiperf.ok").exists():
-        pytest.skip("aiperf is not installed in bench/.venvs/aiperf (python -m bench.llm installs it)")
+        pytest.skip("aiperf is not installed in benchmarks/.venvs/aiperf (python -m benchmarks.llm installs it)")
     tool, why = prepare_aiperf(model_dir, tmp_path, install=False)
     assert tool is not None, why
     load = _load()

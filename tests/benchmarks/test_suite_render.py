@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import charts, readme
-from bench.results import render
+from benchmarks import charts, readme
+from benchmarks.results import render
 
 SETTINGS: dict[str, Any] = {"interval_ms": 2000, "stability": 15, "max_trials": 4,
                             "grids": {"plain": "no batching", "batching": "dynamic batching"},

@@ -1,8 +1,8 @@
-"""`python -m bench.hop`: both modes measured, the hop computed from them."""
+"""`python -m benchmarks.hop`: both modes measured, the hop computed from them."""
 
 from __future__ import annotations
 
-from bench import hop
+from benchmarks import hop
 
 
 def test_both_modes_are_measured_and_the_hop_is_their_difference(capsys) -> None:

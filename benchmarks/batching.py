@@ -6,7 +6,7 @@ once per request; the dynamic batcher pays it once per batch. Both models run in
 server, are measured with `openinfer bench` (perf_analyzer's method: stable windows), and
 the throughput ratio is printed.
 
-    python -m bench.batching [--protocol grpc] [--concurrency 64] [--json results.json]
+    python -m benchmarks.batching [--protocol grpc] [--concurrency 64] [--json results.json]
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def batch_sizes(server: ServerProcess, model: str) -> tuple[int, int]:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.batching", description=__doc__.split("\n\n")[0])
     p.add_argument("--protocol", choices=("http", "grpc"), default="grpc")
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--elements", type=int, default=16, help="FP32 values per request")

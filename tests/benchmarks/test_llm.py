@@ -1,4 +1,4 @@
-"""`python -m bench.llm`, the LLM row of `make bench`, at a tiny size: every row and every cell of
+"""`python -m benchmarks.llm`, the LLM row of `make bench`, at a tiny size: every row and every cell of
 the comparison with `transformers serve` streams all its tokens and the tables are written
 (figures are not checked; speed is the bench's business). aiperf takes part where the bench has
 installed it, and is reported as not measured elsewhere."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.peers import VENVS
+from benchmarks.peers import VENVS
 from tests.helpers import ROOT
 
 pytest.importorskip("torch")
@@ -26,7 +26,7 @@ REQUESTS, MAX_TOKENS = 2, 4
 @pytest.mark.timeout(900)  # four processes load torch; on two busy cores that takes minutes
 def test_the_llm_row_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "llm.md"
-    command = [sys.executable, "-m", "bench.llm", "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS),
+    command = [sys.executable, "-m", "benchmarks.llm", "--requests", str(REQUESTS), "--max-tokens", str(MAX_TOKENS),
                "--rounds", "1", "--same-process", "--concurrency", "1,4", "--no-install", "--out", str(out)]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=870, check=False)

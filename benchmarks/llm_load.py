@@ -3,14 +3,14 @@ read back into the same figures: output tokens/s, TTFT and ITL p50/p99 (ms), and
 output tokens counted (the server's `usage`, so both count what the server generated).
 
 * `openinfer bench openai`, this repository's (genai-perf's definitions);
-* NVIDIA's `aiperf` (genai-perf's successor), from a venv of its own (bench/peers.py: it pins
+* NVIDIA's `aiperf` (genai-perf's successor), from a venv of its own (benchmarks/peers.py: it pins
   rich, orjson, psutil and transformers below this project's). It gets the prompts
   `openinfer bench openai` makes, as a single-turn JSONL dataset sent in order, and reads the
   model's tokenizer from a Hugging Face cache entry made for it: aiperf loads a tokenizer by hub
   id, and with `HF_HUB_OFFLINE=1` only from the cache.
 
 Both send the same body: a streamed completion of `max_tokens` greedy tokens with the server's
-fixed-length fields (bench/llm_servers.py), `stream_options.include_usage` on.
+fixed-length fields (benchmarks/llm_servers.py), `stream_options.include_usage` on.
 """
 
 from __future__ import annotations

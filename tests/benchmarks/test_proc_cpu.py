@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from bench.proc_cpu import PeakRss, tree_cpu_seconds, tree_rss_bytes
+from benchmarks.proc_cpu import PeakRss, tree_cpu_seconds, tree_rss_bytes
 
 # A parent that starts a child burning 0.3 s of CPU and a grandchild doing the same, reaps the
 # first, and waits with the grandchild's parent still alive until told to go.

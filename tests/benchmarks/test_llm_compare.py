@@ -7,8 +7,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench import llm_compare, llm_report
-from bench.llm_servers import LlmServer
+from benchmarks import llm_compare, llm_report
+from benchmarks.llm_servers import LlmServer
 
 
 def _server(key: str, label: str, tmp: Path) -> LlmServer:
@@ -66,7 +66,7 @@ def test_disagreements_name_the_figures_more_than_ten_percent_apart(tmp_path: Pa
 def test_the_report_has_every_column_and_says_what_was_not_measured(tmp_path: Path) -> None:
     comparison = _comparison(tmp_path)
     comparison.runs[("transformers", "openinfer-bench", 1)][0]["streams_without_done"] = 4
-    comparison.not_measured["aiperf"] = "aiperf did not install; see bench/.venvs/aiperf.log"
+    comparison.not_measured["aiperf"] = "aiperf did not install; see benchmarks/.venvs/aiperf.log"
     text = llm_report.render(comparison.result(), rounds=2, max_tokens=8, prompt_words=12)
     assert text.startswith(llm_report.TITLE)
     assert ("| openinfer | openinfer bench openai | 1 | 250.0 | 8.00 / 16.00 | 2.00 / 4.00 | 0.50 · 500 | 400 |"
@@ -74,7 +74,7 @@ def test_the_report_has_every_column_and_says_what_was_not_measured(tmp_path: Pa
     assert "| transformers serve | openinfer bench openai | 8 | not measured: RuntimeError: 60 output tokens" in text
     assert "| openinfer bench openai | 1 | 2.00x | 0.50x | 0.50x | 1.00x | 1.00x | 0.50x | 0.25x |" in text
     assert "- transformers serve ends its streams without `data: [DONE]` (4 streams" in text
-    assert "- aiperf not measured: aiperf did not install; see bench/.venvs/aiperf.log" in text
+    assert "- aiperf not measured: aiperf did not install; see benchmarks/.venvs/aiperf.log" in text
 
 
 def test_a_peer_or_generator_left_out_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ def llm_sections(results_text: str) -> list[str]:
 
 def with_llm_sections(results_text: str, llm_text: str) -> str:
     """RESULTS.md with its LLM sections, the last ones (`make bench` appends them), replaced by
-    `llm_text`: what a run of `python -m bench.llm` alone leaves."""
+    `llm_text`: what a run of `python -m benchmarks.llm` alone leaves."""
     head = results_text.split("\n## LLM: ", 1)[0]
     return head.rstrip("\n") + "\n\n" + llm_text.strip() + "\n"
 
@@ -37,8 +37,8 @@ def summary(results_text: str) -> str:
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     text = "\n\n".join(["\n".join(lines).strip(), *llm_sections(results_text)])
-    # Pictures are linked relative to bench/; the README sits one folder up.
-    return text.replace("](charts/", "](bench/charts/")
+    # Pictures are linked relative to benchmarks/; the README sits one folder up.
+    return text.replace("](charts/", "](benchmarks/charts/")
 
 
 def update(results_text: str, readme: Path = README) -> bool:
@@ -50,7 +50,7 @@ def update(results_text: str, readme: Path = README) -> bool:
     _, after = rest.split(END, 1)
     body = (
         f"{START}\n{summary(results_text)}\n\n"
-        "Full table with every run: [`bench/RESULTS.md`](bench/RESULTS.md).\n"
+        "Full table with every run: [`benchmarks/RESULTS.md`](benchmarks/RESULTS.md).\n"
         f"{END}"
     )
     readme.write_text(before + body + after, encoding="utf-8")

@@ -201,7 +201,7 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
         lines += ["**Quick run** (`--quick`: one round of short windows), a smoke test of the "
                   "bench and not the full `make bench`; its figures are rougher.", ""]
     lines += [
-        f"`python -m bench`, {time.strftime('%Y-%m-%d %H:%M %Z')}, on "
+        f"`python -m benchmarks`, {time.strftime('%Y-%m-%d %H:%M %Z')}, on "
         f"{os.cpu_count()} cores of {_cpu_model()}, Python {platform.python_version()}. "
         "Within a grid every server serves the same FP32 identity model (`identity_fp32`, "
         "INPUT0 → OUTPUT0, requests of shape [1,N]) with the same settings, and is driven by the "
@@ -279,6 +279,6 @@ def render(cells: list[dict[str, Any]], skipped: dict[str, str], settings: dict[
                   "| client | requests/s | CPU µs per request |", "|---|---:|---:|"]
         lines += [f"| {r['client']} | {r['throughput']:,.0f} | {r['cpu_us']:.0f} |"
                   for r in settings["client_cost"]]
-    lines += ["", "Reproduce: `make bench` (everything) or `python -m bench --help` (subsets: "
+    lines += ["", "Reproduce: `make bench` (everything) or `python -m benchmarks --help` (subsets: "
               "`--servers`, `--grids`, `--cores`, `--quick`).", ""]
     return "\n".join(lines)

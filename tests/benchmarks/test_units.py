@@ -109,7 +109,7 @@ def test_tokenizer_file_counts_tokens(tmp_path) -> None:  # type: ignore[no-unty
 
 
 def test_soak_memory_baseline_waits_for_every_kind_of_traffic():
-    from bench import soak
+    from benchmarks import soak
 
     def window(t: float, *kinds: str) -> soak.Window:
         return soak.Window(t, {k: 5 for k in kinds}, {}, 0, {}, 300.0 + t, 400.0)

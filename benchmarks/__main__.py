@@ -1,4 +1,4 @@
-"""``python -m bench`` (what ``make bench`` runs)."""
+"""``python -m benchmarks`` (what ``make bench`` runs)."""
 
 import sys
 

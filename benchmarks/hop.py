@@ -7,7 +7,7 @@ request, in both modes, is what the hop costs on top of the model: no frontend, 
 and no network stack, whose own costs (and their noise on a shared machine) would swamp it.
 Modes alternate round by round; the table keeps each cell's lowest CPU per request.
 
-    python -m bench.hop [--concurrency 1,16] [--sizes 16,65536] [--rounds 3] [--seconds 2] [--no-batching]
+    python -m benchmarks.hop [--concurrency 1,16] [--sizes 16,65536] [--rounds 3] [--seconds 2] [--no-batching]
 
 `--no-batching` serves the model without its dynamic batcher at every concurrency, as the grid
 without batching of `make bench` does: every request then crosses alone.
@@ -89,7 +89,7 @@ async def _level(repo: Path, concurrency: int, size: int, seconds: float) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.hop", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.hop", description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", default="1,16")
     parser.add_argument("--sizes", default="16,65536", help="FP32 elements per request ([1,N])")
     parser.add_argument("--rounds", type=int, default=3)

@@ -1,6 +1,6 @@
 """The pictures of a bench run, and their place in RESULTS.md (hence in the README).
 
-`make bench` draws them from the run it just made. `python -m bench.charts` draws them again
+`make bench` draws them from the run it just made. `python -m benchmarks.charts` draws them again
 from the stored results (the "Every run" table of RESULTS.md and results/llm.json), for when a
 full run is too slow.
 """
@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     text = results.read_text()
     cells = charted(cells_from_markdown(text))
     drawn = draw(cells, llm_runs(), note=cores_note(cells), llm_caption=llm_note())
-    caption = ("Drawn by `python -m bench.charts` from the stored results: the throughput chart from the "
-               "table of this run, the LLM distributions from the latest `bench/results/llm.json` (its title "
+    caption = ("Drawn by `python -m benchmarks.charts` from the stored results: the throughput chart from the "
+               "table of this run, the LLM distributions from the latest `benchmarks/results/llm.json` (its title "
                "says how it was measured).")
     text = embed(text, drawn, caption=caption)
     results.write_text(text)
