@@ -7,12 +7,17 @@ what the features declare, in the list's order (which is also the order in which
 the protocol extensions, Triton's). Entries are "module:attribute" strings, imported when the
 server is composed, so an optional feature whose dependencies are missing is skipped with a
 warning instead of breaking the rest.
+
+A package installed beside openinfer adds its features without editing the list: each entry
+point of the `openinfer.features` group names one ("module:attribute"), and they follow the
+list, in the order of their names.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import logging
 from collections.abc import Callable, Iterable
 
@@ -48,9 +53,20 @@ FEATURES: list[str] = [
 ]
 
 
+#: The entry-point group through which installed packages add features.
+ENTRY_POINT_GROUP = "openinfer.features"
+
+
 def load(refs: Iterable[str] | None = None) -> tuple[Feature, ...]:
-    """The features `refs` names (by default `FEATURES`, as it is now), in order."""
-    return _load(tuple(FEATURES if refs is None else refs))
+    """The features `refs` names, in order; by default `FEATURES` (as it is now) and then the
+    installed packages' entry points."""
+    return _load(tuple(FEATURES + installed() if refs is None else refs))
+
+
+def installed() -> list[str]:
+    """The "module:attribute" of every `openinfer.features` entry point, by entry-point name."""
+    found = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return [entry.value for entry in sorted(found, key=lambda entry: entry.name)]
 
 
 @functools.lru_cache(maxsize=8)
@@ -112,6 +128,6 @@ def add_flags(groups: FlagGroups, features: Iterable[Feature]) -> None:
 
 
 __all__ = [
-    "FEATURES", "Contribution", "Feature", "HttpInstaller", "Listeners", "add_flags", "backend_table",
-    "extension_names", "groups", "grpc_rpcs", "http_installers", "load",
+    "ENTRY_POINT_GROUP", "FEATURES", "Contribution", "Feature", "HttpInstaller", "Listeners", "add_flags", "backend_table",
+    "extension_names", "groups", "grpc_rpcs", "http_installers", "installed", "load",
 ]

@@ -1,4 +1,5 @@
-"""A feature written outside openinfer plugs in by its one line in `FEATURES`: its flag parses,
+"""A feature written outside openinfer plugs in, by its one line in `FEATURES` or by an entry point
+of the package that brings it: its flag parses,
 `GET /v2` names it, its restricted-API group guards its route, its state reaches its endpoint,
 and the backend it brings serves a model over HTTP and gRPC."""
 
@@ -69,14 +70,22 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 3 ] } ]
 """
 
 
-@pytest.fixture
-def toy(tmp_path, monkeypatch):
+@pytest.fixture(params=["listed", "installed"])
+def toy(request, tmp_path, monkeypatch):
+    """The toy feature's package on the path, named in `FEATURES` or installed with an entry
+    point (a distribution's metadata beside the package, as pip writes it)."""
     package = tmp_path / "src" / "toy_feature"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(textwrap.dedent(TOY_FEATURE))
     (package / "backend.py").write_text(textwrap.dedent(TOY_BACKEND))
+    if request.param == "listed":
+        monkeypatch.setattr(features, "FEATURES", [*features.FEATURES, "toy_feature:FEATURE"])
+    else:
+        metadata = tmp_path / "src" / "toy_feature-1.0.dist-info"
+        metadata.mkdir()
+        (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-feature\nVersion: 1.0\n")
+        (metadata / "entry_points.txt").write_text(f"[{features.ENTRY_POINT_GROUP}]\ntoy = toy_feature:FEATURE\n")
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
-    monkeypatch.setattr(features, "FEATURES", [*features.FEATURES, "toy_feature:FEATURE"])
     repository = tmp_path / "models"
     (repository / "doubled" / "1").mkdir(parents=True)
     (repository / "doubled" / "config.pbtxt").write_text(CONFIG)
