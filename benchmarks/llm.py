@@ -79,12 +79,12 @@ def frontend_in_process(repo: Path, work: list[str], max_tokens: int, rounds: in
     from openinfer.frontends.openai.context import FrontendContext
     from openinfer.frontends.openai.options import OpenAIOptions
     from openinfer.frontends.openai.sse import EventStream
-    from openinfer.app.compose import build_server
+    from openinfer.app.compose import compose
     from openinfer.app.settings import Settings
 
     async def measure() -> list[dict[str, Any]]:
         args = Settings.from_args(serve_parser().parse_args(["--model-repository", str(repo), "--openai-port", "1"]))
-        server = build_server(args).server
+        server = compose(args).server
         await server.start()
         serving = CompletionServing(FrontendContext.create(server, OpenAIOptions.from_settings(args)))
         body = {"model": MODEL, "max_tokens": max_tokens, "min_tokens": max_tokens, "ignore_eos": True,

@@ -5,7 +5,7 @@ both start from here."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .. import features as known_features
@@ -35,6 +35,10 @@ class Composition:
         return all(c.kserve_frontends for c in self.contributions.values())
 
 
+#: What a feature's contribution may provide: the fields of `ServerServices` but its own states.
+_SERVICES = frozenset(f.name for f in fields(ServerServices)) - {"features"}
+
+
 def configure(features: Sequence[Feature], settings: Settings) -> dict[str, Contribution]:
     """Each feature's reading of the settings, by feature name (a bad flag ends the process)."""
     said = {}
@@ -45,12 +49,13 @@ def configure(features: Sequence[Feature], settings: Settings) -> dict[str, Cont
     return said
 
 
-def build_server(args: Settings, log_settings: LogSettings | None = None,
-                 features: Sequence[Feature] | None = None) -> Composition:
+def compose(args: Settings, log_settings: LogSettings | None = None,
+            features: Sequence[Feature] | None = None) -> Composition:
     """The server with its services (the response cache, then whatever the features provide:
-    shared memory, trace, log settings, the latency observers of `--metrics-config`),
-    built after every feature has read the settings: a bad flag anywhere ends the process before
-    anything starts."""
+    shared memory, trace, log settings, the latency observers of `--metrics-config`), built
+    after every feature (by default every one listed or installed) has read the settings: a bad
+    flag anywhere ends the process before anything starts. Nothing is loaded and no port is open
+    yet; `openinfer serve` and the in-process API (`openinfer.api`) both start from here."""
     features = tuple(known_features.load() if features is None else features)
     options = server_options(args, features)
     try:
@@ -63,6 +68,8 @@ def build_server(args: Settings, log_settings: LogSettings | None = None,
     services: dict[str, Any] = {"cache": cache}
     for name, contribution in said.items():
         for service, value in contribution.services.items():
+            if service not in _SERVICES:
+                raise ValueError(f"feature '{name}' provides '{service}', which is not a service of the core")
             if service in services:
                 raise ValueError(f"feature '{name}' provides '{service}', which is provided already")
             services[service] = value
@@ -72,9 +79,3 @@ def build_server(args: Settings, log_settings: LogSettings | None = None,
     registry = BackendRegistry(known_features.backend_table(features), backend_directory=args.backend_directory)
     server = InferenceServer(options, registry, services=ServerServices(**services, features=states))
     return Composition(server, features, said)
-
-
-def compose(args: Settings, log_settings: LogSettings | None = None) -> Composition:
-    """The server and its features configured from the settings: nothing loaded, no port open.
-    `openinfer serve` and the in-process API (`openinfer.api`) both start from here."""
-    return build_server(args, log_settings)

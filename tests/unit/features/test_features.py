@@ -61,3 +61,18 @@ def test_flag_groups_keep_tritonservers_order_and_the_deprecated_flags_last():
     titles = [group.title for group in parser._action_groups[2:]]  # after argparse's own two
     assert titles == [*GROUP_ORDER, "Extra", "Deprecated"]
     assert parser.parse_args(["--old", "1", "--new", "2"]).old == "1"
+
+
+def test_a_contribution_may_provide_only_the_cores_services_and_each_once(tmp_path):
+    from openinfer.app.cli import serve_parser
+    from openinfer.app.compose import compose
+    from openinfer.app.settings import Settings
+    from openinfer.features import Contribution
+
+    settings = Settings.from_args(serve_parser().parse_args(["--model-repository", str(tmp_path)]))
+    unknown = Feature(name="unknown", configure=lambda s: Contribution(services={"telemetry": object()}))
+    twice = Feature(name="twice", configure=lambda s: Contribution(services={"cache": None}))
+    with pytest.raises(ValueError, match="'unknown' provides 'telemetry', which is not a service of the core"):
+        compose(settings, features=[unknown])
+    with pytest.raises(ValueError, match="'twice' provides 'cache', which is provided already"):
+        compose(settings, features=[twice])
