@@ -10,6 +10,7 @@ method may be called from any thread; `Model.async_infer` serves asyncio callers
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import difflib
@@ -30,26 +31,33 @@ from .model import Model
 T = TypeVar("T")
 
 
-def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> Settings:
+def _parsed(flags: dict[str, Any], *, repositories: Sequence[str | Path] = ("-",), who: str) -> argparse.Namespace:
     """`openinfer serve`'s parsed flags: its defaults, then `flags` by their Python names
-    (`strict_readiness=False` for `--strict-readiness=false`)."""
+    (`strict_readiness=False` for `--strict-readiness=false`), parsed and checked by the same
+    rules as the command line (a bad value is a ValueError saying which flag and why)."""
     from ..app.serve_flags import serve_parser
 
-    repos = [model_repository] if isinstance(model_repository, (str, Path)) else list(model_repository)
-    argv = [word for repo in repos for word in ("--model-repository", str(repo))]
-    args = serve_parser().parse_args(argv)
-    known = vars(args)
-    for key, value in flags.items():
+    parser = serve_parser()
+    parser.raise_errors = True
+    known = parser.settings()
+    for key in flags:
         if key not in known or key == "model_repository":
-            close = difflib.get_close_matches(key, list(known), n=3)
+            close = difflib.get_close_matches(key, sorted(known), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise TypeError(f"openinfer.Server got an unknown setting '{key}'{hint} "
+            raise TypeError(f"{who} got an unknown setting '{key}'{hint} "
                             "(settings are `openinfer serve` flags with underscores)")
-        setattr(args, key, value)
+    argv = [word for repo in repositories for word in ("--model-repository", str(repo))]
+    try:
+        return parser.parse_args(argv + parser.command_line(flags))
+    except ValueError as exc:
+        raise ValueError(f"{who}: {exc}") from None
+
+
+def _settings(model_repository: str | Path | Sequence[str | Path], flags: dict[str, Any]) -> Settings:
+    repos = [model_repository] if isinstance(model_repository, (str, Path)) else list(model_repository)
+    args = _parsed(flags, repositories=repos, who="openinfer.Server")
     # In-process, no port is opened until start_frontends() asks for it.
-    args.allow_http = args.allow_grpc = args.allow_metrics = False
-    args.openai_port = None
-    return Settings.from_args(args)
+    return Settings.from_args(args).replace(allow_http=False, allow_grpc=False, allow_metrics=False, openai_port=None)
 
 
 @contextlib.contextmanager
@@ -163,15 +171,14 @@ class Server:
         from ..app.listeners import start_frontends
 
         self._core_or_raise()
-        unknown = [key for key in flags if key not in self._args.flags]
-        if unknown:
-            raise TypeError(f"start_frontends got an unknown setting '{unknown[0]}'")
-        settings = self._args.replace(
-            **flags, allow_http=http_port is not None, allow_grpc=grpc_port is not None,
+        given = vars(_parsed(flags, who="start_frontends"))
+        listeners = dict(
+            allow_http=http_port is not None, allow_grpc=grpc_port is not None,
             allow_metrics=metrics_port is not None, http_port=http_port or 0, grpc_port=grpc_port or 0,
             metrics_port=metrics_port or 0, openai_port=openai_port, http_address=address,
             grpc_address=address, openai_address=address, metrics_address=address,
         )
+        settings = self._args.replace(**{**{key: given[key] for key in flags}, **listeners})
         built = self._built
         assert built is not None
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn
 
 from ..core.memory.gpu_limit import split_pair
 from ..features.flags import FlagGroups, bool_flag, integer, max_input_size, number, port, positive
@@ -52,7 +53,42 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 class FlagParser(argparse.ArgumentParser):
-    """argparse that names an unknown flag with its nearest known spellings."""
+    """argparse that names an unknown flag with its nearest known spellings, and that reads
+    settings given by their Python names as the command line that says the same."""
+
+    #: Raise ValueError with the message instead of printing it and exiting (the in-process API).
+    raise_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.raise_errors:
+            raise ValueError(message)
+        super().error(message)
+
+    def settings(self) -> set[str]:
+        """The Python names of the flags (`strict_readiness` for `--strict-readiness`)."""
+        return {action.dest for action in self._actions if action.option_strings}
+
+    def command_line(self, values: Mapping[str, Any]) -> list[str]:
+        """`values` by their Python names (`strict_readiness=False`, `load_model=["a", "b"]`) as
+        the flags that say the same (`--strict-readiness=false --load-model=a --load-model=b`),
+        so they are parsed and checked by the very rules the command line is. None leaves a
+        flag whose default is None as it is."""
+        actions = {action.dest: action for action in self._actions if action.option_strings}
+        argv: list[str] = []
+        for name, value in values.items():
+            action = actions[name]
+            flag = next(s for s in action.option_strings if s.startswith("--"))
+            if value is None and action.default is None:
+                continue
+            if action.nargs == 0:  # store_true
+                argv += [flag] if value is True else []
+            elif isinstance(value, (list, tuple)):  # a repeatable flag, once per item
+                for item in value:
+                    words = item if isinstance(item, (list, tuple)) else [item]
+                    argv += [flag, *map(_word, words)] if action.nargs == "+" else [f"{flag}={_word(item)}"]
+            else:
+                argv.append(f"{flag}={_word(value)}")
+        return argv
 
     def known_flags(self) -> list[str]:
         return [s for a in self._actions for s in a.option_strings if s.startswith("--")]
@@ -71,6 +107,13 @@ class FlagParser(argparse.ArgumentParser):
         close = difflib.get_close_matches(name, self.known_flags(), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         return f"unknown flag '{name}'{hint} (`{self.prog} --help` lists every flag)"
+
+
+def _word(value: Any) -> str:
+    """A value as a command line writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _server(groups: FlagGroups) -> None:

@@ -221,6 +221,17 @@ def test_lifecycle_and_settings(tmp_path):
         assert not strict.ready() and strict.live()
 
 
+def test_settings_are_read_by_the_command_lines_own_rules(tmp_path):
+    """A keyword setting means what its flag means: "false" is false, not a true string."""
+    write_model(tmp_path, "broken", "backend: \"python\"\n", "raise RuntimeError('no')\n")
+    with openinfer.Server(model_repository=tmp_path, exit_on_error="false", strict_readiness="false") as server:
+        assert server.ready()  # a failed model leaves a server without strict readiness ready
+    with pytest.raises(ValueError, match="openinfer.Server: argument --strict-readiness: invalid boolean 'maybe'"):
+        openinfer.Server(model_repository=tmp_path, strict_readiness="maybe")
+    with pytest.raises(ValueError, match="argument --exit-timeout-secs: expected a number, got 'soon'"):
+        openinfer.Server(model_repository=tmp_path, exit_timeout_secs="soon")
+
+
 def test_one_server_used_from_many_threads_while_loading(tmp_path):
     """load() from one thread while others infer: each call is its own request on the core's loop."""
     write_model(tmp_path, "ident", "backend: \"python\"\n", IDENTITY)

@@ -44,3 +44,26 @@ def test_a_changed_copy_leaves_the_original_and_refuses_unknown_names():
     assert (settings.http_port, settings.load_model) == (8000, ())
     with pytest.raises(AttributeError, match="no setting 'htp_port'"):
         settings.replace(htp_port=1)
+
+
+def test_python_values_read_as_the_command_line_that_says_the_same():
+    parser = serve_parser()
+    argv = parser.command_line({
+        "strict_readiness": False, "load_model": ["a", "b"], "exit_timeout_secs": 5,
+        "disable_auto_complete_config": True, "metrics_address": None,
+        "openai_restricted_api": [["inference", "api-key", "secret"]],
+    })
+    assert argv == [
+        "--strict-readiness=false", "--load-model=a", "--load-model=b", "--exit-timeout-secs=5",
+        "--disable-auto-complete-config", "--openai-restricted-api", "inference", "api-key", "secret",
+    ]
+    parsed = parser.parse_args(["--model-repository", "models", *argv])
+    assert parsed.strict_readiness is False and parsed.load_model == ["a", "b"]
+    assert parsed.openai_restricted_api == [["inference", "api-key", "secret"]]
+
+
+def test_a_raising_parser_says_what_argparse_would_have_printed():
+    parser = serve_parser()
+    parser.raise_errors = True
+    with pytest.raises(ValueError, match="argument --strict-readiness: invalid boolean 'maybe'"):
+        parser.parse_args(["--model-repository", "models", *parser.command_line({"strict_readiness": "maybe"})])
