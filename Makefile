@@ -64,9 +64,11 @@ conformance: install-test
 bench: install-test
 	$(BIN)/python -m benchmarks
 
-# docs/cli.md is generated from the argument parsers; a test checks it is current.
+# docs/cli.md and the typed settings fields are written from the argument parsers; a test checks
+# both are current.
 docs: install
 	$(BIN)/python -m openinfer.app.clidoc docs/cli.md
+	$(BIN)/python -m openinfer.app.settings_schema
 
 # PROVIDER_JARS: a folder with Flink's flink-model-triton jar and its dependencies (docs/flink.md);
 # without it the provider's rows are skipped and the output says why.

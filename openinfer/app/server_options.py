@@ -32,7 +32,7 @@ def cache_specs(args: Settings) -> list[str]:
     return [f"local,size={size}", *args.cache_config]
 
 
-def _backend_config(specs: list[str], backend_directory: str | None = None) -> dict[str, dict[str, str]]:
+def _backend_config(specs: Sequence[str], backend_directory: str | None = None) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     if backend_directory:  # every backend sees it, as Triton passes it in each backend's cmdline config
         out[""] = {"backend-directory": backend_directory}
@@ -46,7 +46,7 @@ def _backend_config(specs: list[str], backend_directory: str | None = None) -> d
     return out
 
 
-def _repositories(specs: list[str] | tuple[str, ...], exit_on_error: bool) -> tuple[list[Path], list[RemoteRepository], str]:
+def _repositories(specs: Sequence[str], exit_on_error: bool) -> tuple[list[Path], list[RemoteRepository], str]:
     """Local folders and object-storage repositories (`s3://`, `gs://`, `as://`), in order, and
     why the server cannot initialize ("" when it can). A path that is not a folder ends the
     process, in Triton's words, unless `--exit-on-error=false` asks to serve anyway."""
@@ -70,7 +70,7 @@ def _repositories(specs: list[str] | tuple[str, ...], exit_on_error: bool) -> tu
     return local, remotes, ""
 
 
-def _gpu_limits(values: list[str]) -> dict[int, float]:
+def _gpu_limits(values: Sequence[str]) -> dict[int, float]:
     try:
         return gpu_limit.parse(values)
     except ValueError as exc:

@@ -1,8 +1,8 @@
 """The command line, parsed once into read-only settings.
 
 `serve_flags.py` declares the server's own flags and gathers the features'; `Settings.from_args`
-freezes what argparse made of them, and the composition root and the features all read that one
-object. Nobody writes to it: a feature that changes what the server does (the OpenAI frontend
+freezes what argparse made of them into typed fields (`settings_fields.py`, written from the
+parser), and the composition root and the features all read that one object. Nobody writes to it: a feature that changes what the server does (the OpenAI frontend
 serving alone) says so in what its `configure` returns. Lists become tuples, so nothing inside
 changes either; `replace` makes a changed copy.
 """
@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
+
+from .settings_fields import ServeFlags
 
 
 def _frozen(value: Any) -> Any:
@@ -21,24 +24,33 @@ def _frozen(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Every parsed flag by its argparse name, read as an attribute (`settings.http_port`)."""
+class Settings(ServeFlags):
+    """Every parsed flag by its Python name, typed (`settings.http_port` is an int). The flags of
+    features installed beside openinfer, which `ServeFlags` cannot know, are in `extra`, and read
+    as attributes too."""
 
-    flags: Mapping[str, Any]
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
-        return cls(MappingProxyType({name: _frozen(value) for name, value in vars(args).items()}))
+        parsed = {name: _frozen(value) for name, value in vars(args).items()}
+        known = {f.name for f in fields(ServeFlags)}
+        extra = {name: value for name, value in parsed.items() if name not in known}
+        return cls(**{name: value for name, value in parsed.items() if name in known},
+                   extra=MappingProxyType(extra))
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> Any:  # only for what no field has: the extra flags
         try:
-            return self.flags[name]
+            return self.__dict__["extra"][name]
         except KeyError:
             raise AttributeError(f"no setting '{name}'") from None
 
     def replace(self, **changes: Any) -> Settings:
         """These settings with `changes` (by flag name; AttributeError names an unknown one)."""
+        known = {f.name for f in fields(ServeFlags)}
         for name in changes:
-            if name not in self.flags:
+            if name not in known and name not in self.extra:
                 raise AttributeError(f"no setting '{name}'")
-        return Settings(MappingProxyType({**self.flags, **{k: _frozen(v) for k, v in changes.items()}}))
+        extra = {**self.extra, **{k: _frozen(v) for k, v in changes.items() if k not in known}}
+        return dataclasses.replace(self, **{k: _frozen(v) for k, v in changes.items() if k in known},
+                                   extra=MappingProxyType(extra))

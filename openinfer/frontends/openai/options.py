@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...app.settings import Settings
@@ -61,7 +62,7 @@ def add_flags(groups: FlagGroups) -> None:
                    default="warning", help="log level of the OpenAI frontend's web server")
 
 
-def parse_restrictions(specs: list[list[str]]) -> AccessPolicy:
+def parse_restrictions(specs: Sequence[Sequence[str]]) -> AccessPolicy:
     """`--openai-restricted-api API[,API] KEY VALUE` groups, with Triton's error messages."""
     rules: dict[str, Restriction] = {}
     for spec in specs:
@@ -108,11 +109,12 @@ class OpenAIOptions:
         keys = list(args.api_key or [])
         if not keys and os.environ.get("OPENINFER_API_KEY"):
             keys = [os.environ["OPENINFER_API_KEY"]]
-        origins = args.openai_allowed_origins
-        if origins is None:
-            origins = ["http://localhost"]
-        else:
-            origins = [o.strip() for spec in origins for o in spec.split(",") if o.strip()]
+        if args.openai_port is None:
+            raise ValueError("--openai-port is not set")
+        specs = args.openai_allowed_origins
+        origins = ["http://localhost"] if specs is None else [
+            o.strip() for spec in specs for o in spec.split(",") if o.strip()
+        ]
         return cls(
             port=args.openai_port,
             address=args.openai_address,

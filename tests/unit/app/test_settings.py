@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import pytest
 
@@ -67,3 +68,20 @@ def test_a_raising_parser_says_what_argparse_would_have_printed():
     parser.raise_errors = True
     with pytest.raises(ValueError, match="argument --strict-readiness: invalid boolean 'maybe'"):
         parser.parse_args(["--model-repository", "models", *parser.command_line({"strict_readiness": "maybe"})])
+
+
+def test_the_typed_fields_are_current():
+    """openinfer/app/settings_fields.py is written from the parser by `make docs`; rerun it when
+    this fails."""
+    from openinfer.app.settings_schema import TARGET, render
+
+    assert TARGET.read_text() == render()
+
+
+def test_every_setting_has_the_type_its_flag_parses_into():
+    settings = _settings("--http-port", "9000", "--exit-timeout-secs", "2", "--allow-grpc", "false")
+    assert (settings.http_port, settings.exit_timeout_secs, settings.allow_grpc) == (9000, 2.0, False)
+    hints = typing.get_type_hints(Settings)
+    assert hints["http_port"] is int and hints["allow_grpc"] is bool
+    assert hints["load_model"] == tuple[str, ...]
+    assert dataclasses.is_dataclass(settings) and "http_port" in {f.name for f in dataclasses.fields(settings)}
