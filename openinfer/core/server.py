@@ -20,7 +20,7 @@ from .._proto import model_config_pb2 as mc
 from .backend import Backend
 from .errors import InvalidArgumentError, OpenInferError, UnavailableError, UnsupportedError
 from .memory import heap
-from .memory.shm import SharedMemoryManager
+from .memory.client_memory import ClientMemory
 from .model import LoadedModel
 from .observability.custom_metrics import CustomMetrics
 from .observability.log_settings import LogSettings
@@ -70,7 +70,7 @@ class ServerServices:
     the server when it creates it; each default is the service switched off."""
 
     #: Shared-memory regions (`/v2/systemsharedmemory`, `/v2/cudasharedmemory`); None: no regions.
-    shm: SharedMemoryManager | None = None
+    shm: ClientMemory | None = None
     #: Trace settings and sampling (off until configured).
     trace: TraceManager = field(default_factory=TraceManager)
     #: Log settings (`/v2/logging`).

@@ -1,3 +1,3 @@
-"""Where tensors and models live: client shared-memory regions (system and CUDA IPC), the GPUs
-this process may use and the load limit on them, and keeping what was loaded out of the garbage
-collector's full passes."""
+"""Where tensors and models live: what the core asks of client shared memory (the registry
+itself is the shared-memory extension's), the GPUs this process may use and the load limit on
+them, and keeping what was loaded out of the garbage collector's full passes."""

@@ -1,10 +1,11 @@
 """Triton's system and CUDA shared-memory extensions: clients register regions, then name them
 in inputs and outputs instead of sending tensor data.
 
-The regions themselves (registration rules, pinning during a request, reads and writes) are
-`core/memory/shm.py`, `core/memory/shm_regions.py` and `core/memory/cuda_ipc.py`: the core's admission pins them on
-every infer, whichever frontend it came through. This package is the
-extension's flags, the registry they switch on, and its endpoints.
+The registry of regions (`registry.py`, with `regions.py` and `cuda_ipc.py`) is this feature's:
+`--allow-client-shm` makes it, its endpoints register and list regions, and the core's admission
+uses it through `core/memory/client_memory.py: ClientMemory` on every infer (read the inputs that
+name a region, hold the regions until the request ends, write the outputs), whichever frontend
+the request came through.
 """
 
 from __future__ import annotations

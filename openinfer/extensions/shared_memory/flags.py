@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...app.settings import Settings
-from ...core.memory.shm import SharedMemoryManager
+from .registry import SharedMemoryManager
 from ...features.contract import Contribution
 from ...features.flags import FlagGroups, bool_flag
 

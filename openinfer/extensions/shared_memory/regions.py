@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidArgumentError
+from ...core.errors import InvalidArgumentError
 
 SHM_DIR = "/dev/shm"
 

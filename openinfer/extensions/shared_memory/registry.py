@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import datatypes
-from ..errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, UnsupportedError
-from ..requests.requested_outputs import shm_placement
-from ..types import InferRequest, RequestedOutput, Tensor
-from .shm_regions import (
+from ...core import datatypes
+from ...core.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError, UnsupportedError
+from ...core.requests.requested_outputs import shm_placement
+from ...core.types import InferRequest, RequestedOutput, Tensor
+from .regions import (
     CudaRegion,
     CudaRegionStatus,
     Region,

@@ -16,7 +16,7 @@ from openinfer.core.errors import (
     NotFoundError,
     UnsupportedError,
 )
-from openinfer.core.memory.shm import DISABLED, SharedMemoryManager, shm_key_path
+from openinfer.extensions.shared_memory.registry import DISABLED, SharedMemoryManager, shm_key_path
 from openinfer.core.types import InferRequest, RequestedOutput, Tensor
 
 
@@ -140,7 +140,7 @@ def test_status_kinds_and_cuda_without_gpu(key, monkeypatch):
         manager.cuda_status("sys")
     with pytest.raises(NotFoundError, match="Unable to find cuda shared memory region: 'c'"):
         manager.cuda_status("c")
-    monkeypatch.setattr("openinfer.core.memory.cuda_ipc.gpu_present", lambda: False)
+    monkeypatch.setattr("openinfer.extensions.shared_memory.cuda_ipc.gpu_present", lambda: False)
     with pytest.raises(InvalidArgumentError, match="valid base64 encoded cudaIpcMemHandle_t"):
         manager.register_cuda("c", b"short", 0, 8)
     with pytest.raises(UnsupportedError, match="'c', GPUs not supported"):
