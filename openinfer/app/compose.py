@@ -4,6 +4,7 @@ both start from here."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -11,7 +12,6 @@ from typing import Any
 from .. import features as known_features
 from ..backends.registry import BackendRegistry
 from ..core.errors import InvalidArgumentError
-from ..core.observability.log_settings import LogSettings
 from ..core.requests.response_cache import parse_cache_config
 from ..core.server import InferenceServer, ServerServices
 from ..features import Contribution, Feature
@@ -49,13 +49,15 @@ def configure(features: Sequence[Feature], settings: Settings) -> dict[str, Cont
     return said
 
 
-def compose(args: Settings, log_settings: LogSettings | None = None,
-            features: Sequence[Feature] | None = None) -> Composition:
+def compose(args: Settings, features: Sequence[Feature] | None = None,
+            states: Mapping[str, object] | None = None) -> Composition:
     """The server with its services (the response cache, then whatever the features provide:
     shared memory, trace, log settings, the latency observers of `--metrics-config`), built
     after every feature (by default every one listed or installed) has read the settings: a bad
-    flag anywhere ends the process before anything starts. Nothing is loaded and no port is open
-    yet; `openinfer serve` and the in-process API (`openinfer.api`) both start from here."""
+    flag anywhere ends the process before anything starts. `states` are features' states the
+    caller made already (`openinfer serve` applies the log settings before anything runs), in
+    place of what their `configure` made. Nothing is loaded and no port is open yet; `openinfer
+    serve` and the in-process API (`openinfer.api`) both start from here."""
     features = tuple(known_features.load() if features is None else features)
     options = server_options(args, features)
     try:
@@ -65,6 +67,8 @@ def compose(args: Settings, log_settings: LogSettings | None = None,
     except InvalidArgumentError as exc:
         raise SystemExit(f"error: {exc.message}") from None
     said = configure(features, args)
+    for name, state in (states or {}).items():
+        said[name] = dataclasses.replace(said.get(name, Contribution()), state=state)
     services: dict[str, Any] = {"cache": cache}
     for name, contribution in said.items():
         for service, value in contribution.services.items():
@@ -73,8 +77,6 @@ def compose(args: Settings, log_settings: LogSettings | None = None,
             if service in services:
                 raise ValueError(f"feature '{name}' provides '{service}', which is provided already")
             services[service] = value
-    if log_settings is not None:  # the one `openinfer serve` applied to logging before anything ran
-        services["log_settings"] = log_settings
     states = {name: c.state for name, c in said.items() if c.state is not None}
     registry = BackendRegistry(known_features.backend_table(features), backend_directory=args.backend_directory)
     server = InferenceServer(options, registry, services=ServerServices(**services, features=states))

@@ -65,12 +65,16 @@ async def _start_http(fronts: Frontends, server: InferenceServer, args: Settings
     app = HttpApp(server, HttpOptions(args.http_max_input_size, access, args.http_header_forward_pattern))
     handlers.install(app, known_features.http_installers(features))
     if args.frontend_processes > 1:
+        from ..extensions.logging.settings import LogSettings
         from ..frontends.processes.pool import start_http_processes
+
+        log_settings = server.feature_state("logging")  # each process applies a copy
 
         fronts.http_processes = await start_http_processes(
             server, app, args.frontend_processes, host_of(args.http_address), args.http_port,
             reuse_port=args.reuse_http_port, client_timeout=args.http_client_timeout_secs,
             listener_settings=TRITON_LISTENER,
+            log_settings=log_settings if isinstance(log_settings, LogSettings) else None,
         )
         return None
     http = listener(

@@ -10,7 +10,7 @@ import sys
 
 from ..core.errors import OpenInferError
 from ..core.memory.malloc import tune_malloc
-from ..core.observability.log_settings import LogSettings
+from ..extensions.logging.settings import LogSettings
 from .compose import compose
 from .listeners import access_policies, start_frontends
 from .settings import Settings
@@ -38,7 +38,7 @@ async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     except (ValueError, OpenInferError) as exc:
         print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
-    built = compose(args, log_settings)
+    built = compose(args, states={"logging": log_settings} if log_settings is not None else None)
     server = built.server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -23,7 +23,6 @@ from .memory import heap
 from .memory.client_memory import ClientMemory
 from .model import LoadedModel
 from .observability.custom_metrics import CustomMetrics
-from .observability.log_settings import LogSettings
 from .observability.stats import ModelStatistics, ModelStats
 from .observability.trace import TraceManager
 from .repository.load_requests import check_repository_name, load_overrides, unload_dependents
@@ -73,8 +72,6 @@ class ServerServices:
     shm: ClientMemory | None = None
     #: Trace settings and sampling (off until configured).
     trace: TraceManager = field(default_factory=TraceManager)
-    #: Log settings (`/v2/logging`).
-    log_settings: LogSettings = field(default_factory=LogSettings)
     #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
     cache: ResponseCache | None = None
     #: Builds each loaded model version's latency observer (`--metrics-config` summaries and
@@ -105,7 +102,6 @@ class InferenceServer:
         self.inflight = InFlight()
         self.shm = services.shm
         self.trace = services.trace
-        self.log_settings = services.log_settings
         self.cache = services.cache
         self._feature_states = dict(services.features)
         #: Metric families models create (`pb_utils.MetricFamily`); /metrics prints them after

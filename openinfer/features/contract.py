@@ -31,7 +31,7 @@ class HttpInstaller(Protocol):
 class Contribution:
     """What a feature's `configure` made of the settings."""
 
-    #: Services of the core it provides, by `ServerServices` field (`trace`, `log_settings`, ...).
+    #: Services of the core it provides, by `ServerServices` field (`trace`, `shm`, ...).
     services: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
     #: Its own state, which the server keeps under the feature's name (`feature_state`) for its
     #: endpoints, and which its `start` is handed.

@@ -1,8 +1,8 @@
 """Triton's logging extension: read and change the log settings while the server runs.
 
-The settings object (`core/observability/log_settings.py`) is built from the command line at start-up and
-applied to Python's logging; this package is
-the extension's flags, what it makes of them, and its endpoints.
+The settings (`settings.py`, the feature's state) are built from the command line at start-up
+and applied to Python's logging; the endpoints read and change them, and HTTP frontend processes
+apply a copy of their own.
 """
 
 from __future__ import annotations

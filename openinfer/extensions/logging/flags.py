@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...app.settings import Settings
-from ...core.observability.log_settings import LogSettings
+from .settings import LogSettings
 from ...features.contract import Contribution
 from ...features.flags import FlagGroups, bool_flag, integer
 
@@ -22,6 +22,7 @@ def add_flags(groups: FlagGroups) -> None:
 
 
 def configure(settings: Settings) -> Contribution:
-    """The log settings `/v2/logging` reads and changes. `openinfer serve` applies them to
-    Python's logging before anything else runs and hands the composition that same object."""
-    return Contribution(services={"log_settings": LogSettings.from_args(settings)})
+    """The log settings `/v2/logging` reads and changes, the feature's state. `openinfer serve`
+    applies them to Python's logging before anything else runs and hands the composition that
+    same object."""
+    return Contribution(state=LogSettings.from_args(settings))

@@ -7,6 +7,7 @@ from typing import Any
 from ..._proto import grpc_service_pb2 as pb
 from ...core.errors import InvalidArgumentError, UnsupportedError
 from ...core.server import InferenceServer
+from .settings import log_settings
 
 #: Each setting's protobuf field and the type named when another one is sent.
 _LOG_KINDS = {
@@ -24,7 +25,7 @@ class LoggingRpcs:
     server: InferenceServer
 
     async def LogSettings(self, request, context):
-        settings = self.server.log_settings
+        settings = log_settings(self.server)
         if request.settings:
             if "log_file" in request.settings:
                 raise UnsupportedError("log file location can not be updated through network protocol")

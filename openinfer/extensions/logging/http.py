@@ -8,10 +8,11 @@ from ...core.errors import UnsupportedError
 from ...core.server import InferenceServer
 from ...frontends.http.app import HttpApp, HttpRequest, HttpResponse, json_response
 from ..json_body import body_object, nullable
+from .settings import log_settings
 
 
 async def logging_settings(server: InferenceServer, req: HttpRequest) -> HttpResponse:
-    settings = server.log_settings
+    settings = log_settings(server)
     if req.method == "POST":
         doc = body_object(req)
         if doc.get("log_file") is not None:

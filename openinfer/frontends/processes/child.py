@@ -17,10 +17,9 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 from ...core.errors import UnavailableError
-from ...core.observability.log_settings import LogSettings
 from ...core.types import InferRequest, InferResponse
 from ..asgi.listener import listener
 from ..asgi.transport import Transport
@@ -33,6 +32,14 @@ from .messages import pack_request, unpack_response
 _METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
 
+class AppliesLogging(Protocol):
+    """Log settings a process can install as its own (the logging extension's `LogSettings`)."""
+
+    def apply(self) -> None: ...
+
+    def detached(self) -> AppliesLogging: ...
+
+
 @dataclass
 class FrontendConfig:
     """What a frontend process needs from the core's settings."""
@@ -41,7 +48,8 @@ class FrontendConfig:
     port: int
     options: HttpOptions
     client_timeout: float
-    log_settings: LogSettings
+    #: The server's log settings (the logging feature's), applied in the process; None: Python's.
+    log_settings: AppliesLogging | None
     #: Whether the core traces with OpenTelemetry (then a client's W3C headers are kept).
     otel: bool = False
     listener_settings: dict[str, Any] = field(default_factory=dict)
@@ -201,7 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     listen_fd, channel_fd = (int(value) for value in (argv or sys.argv[1:])[:2])
     channel_socket = socket.socket(fileno=channel_fd)
     config = _read_config(channel_socket)
-    config.log_settings.apply()
+    if config.log_settings is not None:
+        config.log_settings.apply()
     try:
         import uvloop
 

@@ -22,7 +22,7 @@ from ...core.server import InferenceServer
 from ..asgi.listener import bound_socket, not_started
 from ..http.app import HttpApp
 from .channel import frame
-from .child import FrontendConfig
+from .child import AppliesLogging, FrontendConfig
 from .core_link import CoreLink
 
 log = logging.getLogger("openinfer.frontends")
@@ -51,8 +51,8 @@ class FrontendPool:
         self.app = app
         self.listening = listening  # one socket per frontend
         self.config = copy.copy(config)
-        self.config.log_settings = copy.copy(config.log_settings)
-        self.config.log_settings._handler = None  # a handler does not cross; the child makes its own
+        if config.log_settings is not None:  # a handler does not cross; the child makes its own
+            self.config.log_settings = config.log_settings.detached()
         self.members: list[FrontendProcess] = []
         self.started = False
         self._stopping = False
@@ -133,7 +133,7 @@ class FrontendPool:
 
 async def start_http_processes(
     server: InferenceServer, app: HttpApp, count: int, host: str, port: int, *, reuse_port: bool,
-    client_timeout: float, listener_settings: dict,
+    client_timeout: float, listener_settings: dict, log_settings: AppliesLogging | None = None,
 ) -> FrontendPool:
     """`count` HTTP frontend processes, `app` (the core's own) answering what they forward. The
     pool's `started` says whether the port was bound (else logged in Triton's words) and every
@@ -147,7 +147,7 @@ async def start_http_processes(
         logging.getLogger("openinfer.http").error("%s (%s)", not_started("HTTP", host, port), exc.strerror or exc)
         listening = []
     config = FrontendConfig(
-        host, port, app.options, client_timeout, server.log_settings, otel=server.trace.otel is not None,
+        host, port, app.options, client_timeout, log_settings, otel=server.trace.otel is not None,
         listener_settings=dict(listener_settings),
     )
     pool = FrontendPool(server, app, listening, config)

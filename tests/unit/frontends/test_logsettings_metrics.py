@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
 from openinfer.core.errors import InvalidArgumentError, UnsupportedError
-from openinfer.core.observability.log_settings import LogSettings, TritonFormatter
+from openinfer.extensions.logging.settings import LogSettings, TritonFormatter
 from openinfer.core.observability.stats import ExecutionTiming, ModelStats
 from openinfer.frontends import metrics
 from openinfer.frontends.latency import LatencyObserver, MetricsConfig, latency_observers

@@ -8,13 +8,14 @@ formatter writes Triton's line shapes (`I1129 09:35:49.123456 1234 name] message
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ...core.errors import InvalidArgumentError, UnavailableError, UnsupportedError
 
 FORMATS = ("default", "ISO8601")
 _NOISY = ("uvicorn.access",)
@@ -110,6 +111,10 @@ class LogSettings:
             self.apply()
         return self.as_dict()
 
+    def detached(self) -> LogSettings:
+        """A copy without this process's handler, for another process to apply as its own."""
+        return dataclasses.replace(self, _handler=None)
+
     def apply(self) -> None:
         """Install (or refresh) the root handler with these settings."""
         if self._handler is None:
@@ -127,3 +132,11 @@ class LogSettings:
         )
         for name in _NOISY:
             logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def log_settings(server: Any) -> LogSettings:
+    """The server's log settings: the logging feature's state."""
+    settings = server.feature_state("logging")
+    if not isinstance(settings, LogSettings):
+        raise UnavailableError("the log settings are not available")
+    return settings
