@@ -24,7 +24,7 @@ from ..core.errors import (
     UnsupportedError,
     error_from_code,
 )
-from ..core.observability import otel
+from ..core.observability import trace_context
 from ..core.observability.stats import ExecutionTiming
 from ..core.requests.responses import ResponseSender
 from ..core.types import InferRequest, InferResponse, RequestedOutput, Tensor
@@ -177,7 +177,7 @@ class EnsembleInstance(ModelInstance):
             parameters=dict(request.parameters),
             priority=request.priority,
             timeout_us=request.timeout_us,
-            trace_parent=otel.child_of(request.trace),  # its spans hang under the ensemble's
+            trace_parent=trace_context.child_of(request.trace),  # its spans hang under the ensemble's
             namespace=str(self.ctx.model_dir.parent),
         )
         server = self.ctx.server

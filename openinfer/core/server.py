@@ -24,7 +24,7 @@ from .memory.client_memory import ClientMemory
 from .model import LoadedModel
 from .observability.custom_metrics import CustomMetrics
 from .observability.stats import ModelStatistics, ModelStats
-from .observability.trace import TraceManager
+from .observability.tracing import NoTracing, Tracer
 from .repository.load_requests import check_repository_name, load_overrides, unload_dependents
 from .repository.namespaces import NamespacedRepository
 from .repository.repository import ControlMode, ModelRepository, RepositoryOptions
@@ -70,8 +70,8 @@ class ServerServices:
 
     #: Shared-memory regions (`/v2/systemsharedmemory`, `/v2/cudasharedmemory`); None: no regions.
     shm: ClientMemory | None = None
-    #: Trace settings and sampling (off until configured).
-    trace: TraceManager = field(default_factory=TraceManager)
+    #: Which requests are traced, and their traces (the trace extension's manager); off by default.
+    trace: Tracer = field(default_factory=NoTracing)
     #: The response cache (`--cache-config`), used by models with `response_cache.enable`.
     cache: ResponseCache | None = None
     #: Builds each loaded model version's latency observer (`--metrics-config` summaries and

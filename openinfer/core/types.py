@@ -93,10 +93,10 @@ class InferRequest:
     queue_ns: int = 0  # arrival to the start of its execution
     compute: Any = None  # the `ExecutionTiming` of the execution that ran it
     state: RequestState = field(default_factory=RequestState)
-    #: The request's `core.observability.trace_record.Trace` when tracing sampled it; None otherwise (one check to skip).
+    #: The request's `core.observability.tracing.RequestTrace` when tracing sampled it; None otherwise (one check to skip).
     trace: Any = None
     #: Where its trace hangs from: a client's W3C headers (`traceparent`, `tracestate`), or a
-    #: `core.observability.otel.ChildOf` for an ensemble step or a BLS call of a traced request.
+    #: `core.observability.trace_context.ChildOf` for an ensemble step or a BLS call of a traced request.
     trace_parent: Any = None
     #: An ensemble step's: the ensemble's repository, where `--model-namespacing` looks first.
     namespace: str | None = None

@@ -16,7 +16,7 @@ from ...core.errors import (
     error_from_code,
     error_from_triton,
 )
-from ...core.observability import otel
+from ...core.observability import trace_context
 from ...core.observability.stats import ExecutionTiming
 from ...core.types import InferRequest, InferResponse, RequestedOutput, Tensor
 from .wire import WireRequest, WireResponse
@@ -43,7 +43,7 @@ def wire_request(request: InferRequest, key: int) -> WireRequest:
         request.sequence_id,
         flags,
         request.timeout_us,
-        otel.context_json(request.trace),
+        trace_context.context_json(request.trace),
     )
 
 
@@ -57,7 +57,7 @@ def core_request(wire: WireRequest) -> InferRequest:
         outputs=[RequestedOutput(n) for n in wire.outputs] if wire.outputs else None,
         parameters=dict(wire.parameters),
         timeout_us=wire.timeout,
-        trace_parent=otel.from_context_json(wire.trace),  # a BLS call made with trace=request.trace()
+        trace_parent=trace_context.from_context_json(wire.trace),  # a BLS call made with trace=request.trace()
     )
     if wire.correlation_id:
         request.sequence_id = wire.correlation_id

@@ -1,8 +1,9 @@
 """Triton's trace extension: read and change trace settings, server-wide or per model.
 
-Sampling and recording happen on the core's infer path (`core/observability/trace.py`,
-`core/observability/trace_record.py`); this package is
-the extension's flags, what it makes of them, and its endpoints.
+The trace manager (`manager.py`: settings, sampling, Triton's trace files; `record.py`: a
+request's timestamps and tensors; `otel.py`: OpenTelemetry spans) is this feature's state. Its
+flags make it, its endpoints change it, and the core samples every request through it as its
+`core/observability/tracing.py: Tracer`.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ...app.settings import Settings
 from ...core.errors import InvalidArgumentError
-from ...core.observability import otel
-from ...core.observability.trace import TraceManager
+from . import otel
+from .manager import TraceManager
 from ...features.contract import Contribution
 from ...features.flags import FlagGroups, integer
 
@@ -50,4 +50,4 @@ def configure(settings: Settings) -> Contribution:
         raise SystemExit(f"error: {exc}") from None
     except InvalidArgumentError as exc:
         raise SystemExit(f"error: {exc.message}") from None
-    return Contribution(services={"trace": trace})
+    return Contribution(services={"trace": trace}, state=trace)

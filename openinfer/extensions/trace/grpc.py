@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..._proto import grpc_service_pb2 as pb
 from ...core.errors import InvalidArgumentError
-from ...core.observability import trace as traces
 from ...core.server import InferenceServer
+from . import manager as traces
 
 _SINGLE_VALUE = ("trace_rate", "trace_count", "log_frequency")
 
@@ -27,9 +27,9 @@ class TraceRpcs:
                     raise InvalidArgumentError(f"expect only 1 value for '{key}'")
                 values[key] = items or None  # an empty list clears the setting
             new, clear = traces.parse_update(values)
-            current = self.server.trace.update(model, new, clear)
+            current = traces.of(self.server).update(model, new, clear)
         else:
-            current = self.server.trace.settings(model)
+            current = traces.of(self.server).settings(model)
         response = pb.TraceSettingResponse()
         for key, value in current.items():
             response.settings[key].value.extend(value if isinstance(value, list) else [value])

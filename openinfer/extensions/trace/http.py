@@ -7,10 +7,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from ...core.errors import InvalidArgumentError
-from ...core.observability import trace as traces
 from ...core.server import InferenceServer
 from ...frontends.http.app import HttpApp, HttpRequest, HttpResponse, json_response
 from ..json_body import body_object
+from . import manager as traces
 
 
 async def trace_setting(server: InferenceServer, req: HttpRequest) -> HttpResponse:
@@ -19,8 +19,8 @@ async def trace_setting(server: InferenceServer, req: HttpRequest) -> HttpRespon
         raise InvalidArgumentError(f"Request for unknown model : {model}")
     if req.method == "POST":
         new, clear = traces.parse_update(trace_values(body_object(req)))
-        return json_response(server.trace.update(model, new, clear))
-    return json_response(server.trace.settings(model))
+        return json_response(traces.of(server).update(model, new, clear))
+    return json_response(traces.of(server).settings(model))
 
 
 def trace_values(doc: dict[str, Any]) -> dict[str, list[str] | None]:

@@ -23,7 +23,7 @@ from ..._proto import grpc_service_pb2 as pb
 from ..._proto import grpc_service_pb2_grpc as pb_grpc
 from ..._proto import health_pb2, health_pb2_grpc
 from ...core.errors import InternalError, OpenInferError, status_of
-from ...core.observability import otel
+from ...core.observability import trace_context
 from ...core.observability.failure_log import log_failure
 from ...core.requests.parameters import forward_headers, forward_pattern
 from ...core.requests.protocols import Protocol
@@ -192,8 +192,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             core_request = convert.to_request(request)
             if self.header_forward is not None:
                 forward_headers(self.header_forward, context.invocation_metadata() or (), core_request)
-            if self.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
-                core_request.trace_parent = otel.carrier(context.invocation_metadata())  # W3C traceparent
+            if self.server.trace.propagates_context:  # only OpenTelemetry spans have a client parent
+                core_request.trace_parent = trace_context.carrier(context.invocation_metadata())  # W3C traceparent
             if "triton_enable_empty_final_response" in core_request.parameters:
                 core_request.parameters.pop("triton_enable_empty_final_response")
             response = await self.server.infer(core_request, protocol=Protocol.GRPC)
@@ -214,7 +214,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         metadata = tuple(context.invocation_metadata() or ())
         error_mode = dict(metadata).get("triton_grpc_error") == "true"
         trace_parent = (  # the stream's W3C context, for OpenTelemetry spans
-            otel.carrier(context.invocation_metadata()) if self.server.trace.otel is not None else None
+            trace_context.carrier(context.invocation_metadata()) if self.server.trace.propagates_context else None
         )
         tasks: set[asyncio.Task[None]] = set()
         previous: asyncio.Future[None] | None = None

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from ...core.errors import InvalidArgumentError, OpenInferError
-from ...core.observability import otel
+from ...core.observability import trace_context
 from ...core.observability.failure_log import log_failure
 from ...core.requests.parameters import forward_headers
 from ...core.requests.protocols import Protocol
@@ -83,8 +83,8 @@ def decode_infer(app: HttpApp, req: HttpRequest, name: str, version: str) -> tup
         request, binary_default = decode_request(body, header_length, name, version)
     if app.forward is not None:
         forward_headers(app.forward, req.headers.items(), request)
-    if app.server.trace.otel is not None:  # only OpenTelemetry spans have a client parent
-        request.trace_parent = otel.carrier(req.headers)  # W3C traceparent / tracestate
+    if app.server.trace.propagates_context:  # only OpenTelemetry spans have a client parent
+        request.trace_parent = trace_context.carrier(req.headers)  # W3C traceparent / tracestate
     return request, binary_default
 
 

@@ -17,9 +17,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidArgumentError, UnsupportedError
-from ..types import InferRequest
-from .trace_record import OFF, TENSORS, TIMESTAMPS, Trace
+from ...core.errors import InvalidArgumentError, UnavailableError, UnsupportedError
+from ...core.types import InferRequest
+from .record import OFF, TENSORS, TIMESTAMPS, Trace
 
 if TYPE_CHECKING:
     from .otel import OtelTrace
@@ -235,8 +235,13 @@ class TraceManager:
         self.otel: Any = None
         self._refresh()
 
+    @property
+    def propagates_context(self) -> bool:
+        """A client's W3C trace context is kept in OpenTelemetry mode, where spans hang from it."""
+        return self.otel is not None
+
     def use_opentelemetry(self, tracing: Any) -> None:
-        """Spans to `tracing` (`core.observability.otel.OtelTracing`) instead of JSON files."""
+        """Spans to `tracing` (`otel.OtelTracing`) instead of JSON files."""
         self.otel = tracing
         for setting in (self.global_default, self.global_setting):
             setting.mode = "opentelemetry"
@@ -385,3 +390,11 @@ class TraceManager:
                 file.close()
         if self.otel is not None:
             self.otel.close()
+
+
+def of(server: Any) -> TraceManager:
+    """The server's trace manager: the trace feature's state."""
+    manager = server.feature_state("trace")
+    if not isinstance(manager, TraceManager):
+        raise UnavailableError("trace settings are not available")
+    return manager

@@ -13,20 +13,20 @@ traced whatever the rate and count (Triton's rule); the others are sampled as in
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ...core.observability.trace_context import ChildOf
 
 log = logging.getLogger("openinfer.trace")
 
 DEFAULT_URL = "http://localhost:4318/v1/traces"
 SERVICE_NAME = "triton-inference-server"
 _BSP = {"bsp_max_queue_size": 2048, "bsp_schedule_delay": 5000, "bsp_max_export_batch_size": 512}
-_W3C = ("traceparent", "tracestate")
 
 
 @dataclass
@@ -72,45 +72,6 @@ def split_specs(specs: Iterable[str]) -> tuple[list[str], OtelConfig | None]:
         else:
             rest.append(spec)
     return rest, (config if mode == "opentelemetry" else None)
-
-
-def carrier(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> dict[str, str] | None:
-    """The W3C trace context of a client's request (HTTP headers, gRPC metadata), if any."""
-    if not headers:
-        return None
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    found = {k.lower(): v for k, v in items if isinstance(k, str) and k.lower() in _W3C}
-    return found if "traceparent" in found else None
-
-
-@dataclass(frozen=True)
-class ChildOf:
-    """What a composing (ensemble step) or BLS request carries: the calling model's span."""
-
-    carrier: dict[str, str]
-    parent_id: int = 0
-
-
-def child_of(trace: Any) -> ChildOf | None:
-    """The link an ensemble step or a BLS call of a traced request carries (None when the
-    calling request is not traced in this mode)."""
-    return trace.child() if isinstance(trace, OtelTrace) else None
-
-
-def context_json(trace: Any) -> str | None:
-    """`request.trace().get_context()` in a Python model: Triton's JSON of the model's span."""
-    return json.dumps(trace.child().carrier) if isinstance(trace, OtelTrace) else None
-
-
-def from_context_json(text: str | None) -> ChildOf | None:
-    """A BLS request's `trace=` context back as the link its spans hang from."""
-    if not text:
-        return None
-    try:
-        found = carrier(json.loads(text))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    return ChildOf(found) if found else None
 
 
 class OtelTracing:
@@ -243,7 +204,7 @@ class OtelTrace:
 def sample(tracing: OtelTracing, setting: Any, ids: itertools.count[int], request: Any, model: Any) -> OtelTrace | None:
     """Triton's rule: a request with a propagated context (or a traced caller) is always traced;
     the others as the rate and count say."""
-    from .trace_record import OFF
+    from .record import OFF
 
     if setting.level == OFF:
         return None

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..types import InferRequest, Tensor
-from .stats import ExecutionTiming
+from ...core.types import InferRequest, Tensor
+from ...core.observability.stats import ExecutionTiming
 
 if TYPE_CHECKING:
-    from .trace import TraceSetting
+    from .manager import TraceSetting
 
 #: Trace levels, bits of a setting's `level`.
 OFF = 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from openinfer.core.errors import InvalidArgumentError, UnsupportedError
-from openinfer.core.observability import trace
+from openinfer.extensions.trace import manager as trace
 from openinfer.core.observability.stats import ExecutionTiming, record_compute
 from openinfer.core.types import InferRequest, InferResponse, Tensor
 
