@@ -156,7 +156,7 @@ class OtelTrace:
         self.tracing.propagator.inject(found, context=api.set_span_in_context(self.span))
         return ChildOf(found, self.id)
 
-    # The interface the core stamps (as core.observability.trace.Trace's).
+    # The interface the core stamps (`core.observability.tracing.RequestTrace`).
     def stamp(self, name: str, ns: int | None = None) -> None:
         self.span.add_event(name, timestamp=self._wall(ns))
 
