@@ -11,6 +11,7 @@ import sys
 from ..core.errors import OpenInferError
 from ..core.memory.malloc import tune_malloc
 from ..extensions.logging.settings import LogSettings
+from ..features import load as load_features
 from .compose import compose
 from .listeners import access_policies, start_frontends
 from .settings import Settings
@@ -31,14 +32,15 @@ LINGER_QUIET_SECS = 0.5
 async def serve(args: Settings, log_settings: LogSettings | None = None) -> int:
     from ..frontends.grpc import transport_options
 
+    features = load_features()
     try:  # refused before any model loads
-        access_policies(args)
+        access_policies(args, features)
         if args.allow_grpc:
             transport_options.server_credentials(args)  # TLS files that cannot be read
     except (ValueError, OpenInferError) as exc:
         print(f"error: {getattr(exc, 'message', exc)}", file=sys.stderr)
         return 1
-    built = compose(args, states={"logging": log_settings} if log_settings is not None else None)
+    built = compose(args, features, states={"logging": log_settings} if log_settings is not None else None)
     server = built.server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -64,16 +64,20 @@ class FlagParser(argparse.ArgumentParser):
             raise ValueError(message)
         super().error(message)
 
+    def flags(self) -> list[argparse.Action]:
+        """Every flag's action, in declaration order (argparse keeps no public list of them)."""
+        return [action for action in self._actions if action.option_strings and action.dest != "help"]
+
     def settings(self) -> set[str]:
         """The Python names of the flags (`strict_readiness` for `--strict-readiness`)."""
-        return {action.dest for action in self._actions if action.option_strings}
+        return {action.dest for action in self.flags()}
 
     def command_line(self, values: Mapping[str, Any]) -> list[str]:
         """`values` by their Python names (`strict_readiness=False`, `load_model=["a", "b"]`) as
         the flags that say the same (`--strict-readiness=false --load-model=a --load-model=b`),
         so they are parsed and checked by the very rules the command line is. None leaves a
         flag whose default is None as it is."""
-        actions = {action.dest: action for action in self._actions if action.option_strings}
+        actions = {action.dest: action for action in self.flags()}
         argv: list[str] = []
         for name, value in values.items():
             action = actions[name]
@@ -91,7 +95,7 @@ class FlagParser(argparse.ArgumentParser):
         return argv
 
     def known_flags(self) -> list[str]:
-        return [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+        return [s for a in self.flags() for s in a.option_strings if s.startswith("--")]
 
     def parse_args(self, args: Sequence[str] | None = None, namespace=None):
         parsed, extra = self.parse_known_args(args, namespace)

@@ -19,8 +19,13 @@ from typing import Any
 from .settings_fields import ServeFlags
 
 
-def _frozen(value: Any) -> Any:
-    return tuple(_frozen(item) for item in value) if isinstance(value, list) else value
+def frozen(value: Any) -> Any:
+    """Lists, at any depth, as tuples: a parsed value nobody can change."""
+    return tuple(frozen(item) for item in value) if isinstance(value, list) else value
+
+
+#: The flags openinfer knows: the typed fields.
+_FIELDS = frozenset(f.name for f in fields(ServeFlags))
 
 
 @dataclass(frozen=True)
@@ -33,10 +38,9 @@ class Settings(ServeFlags):
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
-        parsed = {name: _frozen(value) for name, value in vars(args).items()}
-        known = {f.name for f in fields(ServeFlags)}
-        extra = {name: value for name, value in parsed.items() if name not in known}
-        return cls(**{name: value for name, value in parsed.items() if name in known},
+        parsed = {name: frozen(value) for name, value in vars(args).items()}
+        extra = {name: value for name, value in parsed.items() if name not in _FIELDS}
+        return cls(**{name: value for name, value in parsed.items() if name in _FIELDS},
                    extra=MappingProxyType(extra))
 
     def __getattr__(self, name: str) -> Any:  # only for what no field has: the extra flags
@@ -47,10 +51,9 @@ class Settings(ServeFlags):
 
     def replace(self, **changes: Any) -> Settings:
         """These settings with `changes` (by flag name; AttributeError names an unknown one)."""
-        known = {f.name for f in fields(ServeFlags)}
         for name in changes:
-            if name not in known and name not in self.extra:
+            if name not in _FIELDS and name not in self.extra:
                 raise AttributeError(f"no setting '{name}'")
-        extra = {**self.extra, **{k: _frozen(v) for k, v in changes.items() if k not in known}}
-        return dataclasses.replace(self, **{k: _frozen(v) for k, v in changes.items() if k in known},
+        extra = {**self.extra, **{k: frozen(v) for k, v in changes.items() if k not in _FIELDS}}
+        return dataclasses.replace(self, **{k: frozen(v) for k, v in changes.items() if k in _FIELDS},
                                    extra=MappingProxyType(extra))

@@ -14,6 +14,8 @@ import sys
 import typing
 from pathlib import Path
 
+from .settings import frozen
+
 TARGET = Path(__file__).with_name("settings_fields.py")
 
 HEADER = '''"""Every `openinfer serve` flag, typed and frozen: the fields of `settings.Settings`.
@@ -53,16 +55,12 @@ def _value_type(action: argparse.Action) -> str:
     return returned.__name__ if isinstance(returned, type) else str(returned).replace("typing.", "")
 
 
-def _frozen(value: object) -> object:
-    return tuple(_frozen(item) for item in value) if isinstance(value, list) else value
-
-
 def field_line(action: argparse.Action) -> str:
     """`name: type = default` for one flag."""
     one = _value_type(action)
     repeated = isinstance(action, argparse._AppendAction)  # argparse names no public class for it
     kind = f"tuple[{one}, ...]" if repeated else one
-    default = _frozen(action.default)
+    default = frozen(action.default)
     if action.required:  # always given: never None (its default only stands in for it)
         default = () if repeated else default
     elif default is None:
@@ -70,12 +68,11 @@ def field_line(action: argparse.Action) -> str:
     return f"    {action.dest}: {kind} = {default!r}"
 
 
-def render(parser: argparse.ArgumentParser | None = None) -> str:
+def render() -> str:
     from .serve_flags import serve_parser
 
-    parser = parser or serve_parser(features=_openinfers_own())
-    actions = [a for a in parser._actions if a.option_strings and a.dest != "help"]  # argparse keeps no public list
-    return HEADER + "\n".join(field_line(action) for action in actions) + "\n"
+    parser = serve_parser(features=_openinfers_own())
+    return HEADER + "\n".join(field_line(action) for action in parser.flags()) + "\n"
 
 
 def _openinfers_own() -> list[str]:

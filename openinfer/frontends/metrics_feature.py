@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from ..app.settings import Settings
 from ..core.server import InferenceServer
 from ..features.contract import Contribution, Feature, Listeners
@@ -38,8 +40,6 @@ def configure(settings: Settings) -> Contribution:
 async def start(server: InferenceServer, settings: Settings, state: object) -> Listeners:
     if not settings.allow_metrics:
         return Listeners()
-    import asyncio
-
     from .asgi.listener import listener
     from .metrics import metrics_app
 

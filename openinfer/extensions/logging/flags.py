@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...app.settings import Settings
-from .settings import LogSettings
+from .settings import FORMATS, LogSettings
 from ...features.contract import Contribution
 from ...features.flags import FlagGroups, bool_flag, integer
 
@@ -15,7 +15,7 @@ def add_flags(groups: FlagGroups) -> None:
     bool_flag(g, "--log-info", True, "log informational messages")
     bool_flag(g, "--log-warning", True, "log warnings")
     bool_flag(g, "--log-error", True, "log errors")
-    g.add_argument("--log-format", choices=["default", "ISO8601"], default="default",
+    g.add_argument("--log-format", choices=list(FORMATS), default="default",
                    help="timestamp format of log lines")
     g.add_argument("--log-file", default="", metavar="PATH",
                    help="write the log to this file instead of stderr")

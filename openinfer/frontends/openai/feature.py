@@ -16,6 +16,7 @@ from typing import Any
 from ...app.settings import Settings
 from ...core.server import InferenceServer
 from ...features.contract import Contribution, Feature, Listeners
+from ..addresses import host_of
 from .options import OpenAIOptions, add_flags
 
 log = logging.getLogger("openinfer.openai")
@@ -28,8 +29,6 @@ def _say(line: str) -> None:
 def configure(args: Settings) -> Contribution | None:
     if args.openai_port is None:
         return None
-    if args.http_max_input_size <= 0:
-        raise SystemExit(f"[ERROR] --http-max-input-size: value must be greater than 0, got {args.http_max_input_size}")
     if args.chat_template:
         try:
             open(args.chat_template).close()
@@ -55,7 +54,6 @@ async def start(server: InferenceServer, args: Settings, state: object) -> Liste
     if not isinstance(state, OpenAIOptions):
         return Listeners()
     from ..asgi.listener import listener
-    from ..asgi.uvicorn_protocol import DEFAULT_TIMEOUT_SECS
     from .app import build_app
     from .context import FrontendContext
 
@@ -65,27 +63,21 @@ async def start(server: InferenceServer, args: Settings, state: object) -> Liste
         if ctx.tokenizer_path(info) is not None and info.kind != "other":
             asyncio.ensure_future(_warm_tokenizer(ctx, info))
 
-    host = options.address.strip("[]")
     uv = listener(
         build_app(ctx),
-        host,
+        host_of(options.address),
         options.port,
-        client_timeout=getattr(args, "http_client_timeout_secs", DEFAULT_TIMEOUT_SECS),
+        client_timeout=args.http_client_timeout_secs,
         access_log=options.log_level in ("debug", "trace"),
         log_level=options.log_level,
         timeout_keep_alive=5,
         service="OpenAI",
     )
 
-    async def serve() -> None:
-        task = asyncio.ensure_future(uv.serve())
-        while not uv.started and not task.done():
-            await asyncio.sleep(0.02)
-        if uv.started:
-            _say(f"Started OpenAI-compatible frontend at {host}:{options.port}")
-        await task
-
-    return Listeners(servers=(uv,), tasks=(asyncio.ensure_future(serve()),))
+    return Listeners(
+        servers=(uv,), tasks=(asyncio.ensure_future(uv.serve()),),
+        announce=(f"Started OpenAI-compatible frontend at {host_of(options.address)}:{options.port}",),
+    )
 
 
 async def _warm_tokenizer(ctx: Any, info: Any) -> None:
