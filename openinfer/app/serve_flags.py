@@ -95,7 +95,8 @@ class FlagParser(argparse.ArgumentParser):
         return argv
 
     def known_flags(self) -> list[str]:
-        return [s for a in self.flags() for s in a.option_strings if s.startswith("--")]
+        """Every long flag a command line may name: `--help` and the settings' flags."""
+        return ["--help", *(s for a in self.flags() for s in a.option_strings if s.startswith("--"))]
 
     def parse_args(self, args: Sequence[str] | None = None, namespace=None):
         parsed, extra = self.parse_known_args(args, namespace)

@@ -9,12 +9,13 @@ import threading
 import time
 
 import numpy as np
+import openai
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from tests.helpers import EXAMPLES, Server, write_model
+from tests.helpers import EXAMPLES, Server, free_port, write_model
 
 SLOW = '''
 import time
@@ -67,10 +68,14 @@ def _tensor(module=httpclient, values=(1.0,)):
 def test_ipv6_addresses(tmp_path):
     write_model(tmp_path, "add_sub", (EXAMPLES / "add_sub" / "config.pbtxt").read_text(),
                 (EXAMPLES / "add_sub" / "1" / "model.py").read_text())
-    server = Server(tmp_path, args=["--http-address", "ipv6:[::1]", "--grpc-address", "[::1]"], host="[::1]")
+    openai_port = free_port()
+    server = Server(tmp_path, args=["--http-address", "ipv6:[::1]", "--grpc-address", "[::1]",
+                                    "--openai-port", str(openai_port), "--openai-address", "ipv6:[::1]"], host="[::1]")
     server.start(wait_for="ready")
     try:
         assert f"Started HTTPService at ipv6:[::1]:{server.http_port}" in server.log()
+        chat = openai.OpenAI(base_url=f"http://[::1]:{openai_port}/v1", api_key="unused")
+        assert [model.id for model in chat.models.list()] == ["add_sub"]
         http = httpclient.InferenceServerClient(f"[::1]:{server.http_port}")
         grpc = grpcclient.InferenceServerClient(f"[::1]:{server.grpc_port}")
         assert http.is_server_ready() and grpc.is_server_ready()

@@ -63,9 +63,10 @@ async def start(server: InferenceServer, args: Settings, state: object) -> Liste
         if ctx.tokenizer_path(info) is not None and info.kind != "other":
             asyncio.ensure_future(_warm_tokenizer(ctx, info))
 
+    host = host_of(options.address)
     uv = listener(
         build_app(ctx),
-        host_of(options.address),
+        host,
         options.port,
         client_timeout=args.http_client_timeout_secs,
         access_log=options.log_level in ("debug", "trace"),
@@ -76,7 +77,7 @@ async def start(server: InferenceServer, args: Settings, state: object) -> Liste
 
     return Listeners(
         servers=(uv,), tasks=(asyncio.ensure_future(uv.serve()),),
-        announce=(f"Started OpenAI-compatible frontend at {host_of(options.address)}:{options.port}",),
+        announce=(f"Started OpenAI-compatible frontend at {host}:{options.port}",),
     )
 
 

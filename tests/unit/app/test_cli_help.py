@@ -57,6 +57,7 @@ def test_serve_help_groups_flags_as_tritonserver_and_shows_defaults():
     "args, expected",
     [
         (["--htp-port", "1"], "unknown flag '--htp-port'; did you mean --http-port"),
+        (["--hepl"], "unknown flag '--hepl'; did you mean --help?"),
         (["--http-port", "http"], "argument --http-port: expected a port number 0-65535, got 'http'"),
         (["--allow-grpc", "maybe"], "argument --allow-grpc: invalid boolean 'maybe' (use true/false/on/off/1/0)"),
         (["--model-control-mode", "lazy"], "argument --model-control-mode: invalid choice: 'lazy'"),
