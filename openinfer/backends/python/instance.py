@@ -25,7 +25,7 @@ from .wire import (
     Call, Cancel, CancelCall, CheckReady, Done, Execute, Executed, Failed, Finalize, Initialize, Log,
     Readiness, Reply, Respond,
 )
-from .worker_process import WorkerProcess
+from .worker_process import PIPELINE_DEPTH, WorkerProcess
 
 if TYPE_CHECKING:
     from .backend import PythonBackend
@@ -56,7 +56,7 @@ class PythonInstance(ModelInstance):
     3,478-4,140 with 8, 3,689-4,814 with 16. A deeper queue commits a request to its instance
     sooner; batchers never use it (`InstancePool`)."""
 
-    pipeline_depth = 16
+    pipeline_depth = PIPELINE_DEPTH
     costly_dispatch = True
 
     def __init__(self, ctx: ModelContext, spec: InstanceSpec, backend: PythonBackend, services: ModelServices) -> None:

@@ -16,16 +16,21 @@ import logging
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from ...core.errors import InternalError, UnavailableError
+from ...core.scheduling.gather import loop_still_busy
 from ...core.scheduling.overlap import LOAD
 from . import ipc, ring, spin
 from .ring import NO_RING
 from .wire import Done, Failed
 
 log = logging.getLogger("openinfer.python")
+
+#: How many batches an instance may have in its worker at once (queued there, run in order).
+PIPELINE_DEPTH = 16
 
 
 class WorkerOwner(Protocol):
@@ -52,6 +57,9 @@ class WorkerProcess:
         #: Set once the death is handled (exit code known, held requests failed).
         self.reaped = asyncio.Event()
         self._outbox: list[bytes] = []
+        #: When the batches in the outbox began to wait for the loop to be idle (0: not held).
+        self._held_since = 0
+        self._turn_began = 0
         #: Shared rings for large tensors: one per direction, mapped by both processes.
         self.to_worker: ring.Arena | None = None
         self.from_worker: ring.Arena | None = None
@@ -119,9 +127,11 @@ class WorkerProcess:
             if not future.done():
                 future.set_result(message)
 
-    def send(self, message: Any, at_once: bool = False) -> None:
+    def send(self, message: Any, at_once: bool = False, hold: bool = False) -> None:
         """Queue a message; everything queued in one loop iteration goes out in one write.
-        `at_once`: write it now if nothing is queued before it (the order stays the same)."""
+        `at_once`: write it now if nothing is queued before it (the order stays the same).
+        `hold`: it may wait while the loop is busy (`_held_turn`), unless something that may
+        not wait is queued with it."""
         if self.dead or self.transport is None:
             raise UnavailableError(f"Stub process '{self.owner.name}' is not healthy.")
         frame = ipc.encode(message, self.to_worker)
@@ -129,6 +139,13 @@ class WorkerProcess:
             self.transport.write(frame)
             return
         if not self._outbox:
+            if hold:
+                self._held_since = self._turn_began = time.perf_counter_ns()
+                asyncio.get_running_loop().call_soon(self._held_turn)
+            else:
+                asyncio.get_running_loop().call_soon(self._flush)
+        elif self._held_since and not hold:  # it goes at the end of this turn, and the rest with it
+            self._held_since = 0
             asyncio.get_running_loop().call_soon(self._flush)
         self._outbox.append(frame)
 
@@ -138,14 +155,19 @@ class WorkerProcess:
 
         One request at a time, the batch goes out at once and both sides may poll for what
         comes next. Under concurrent load (`core.scheduling.overlap`) neither polls, and the batch goes out
-        with whatever else this turn of the loop sends: the worker runs them back to back."""
+        with whatever else this turn of the loop sends: the worker runs them back to back. To a
+        worker with nothing to run, it waits until a turn of the loop finds nothing else to do
+        (`_held_turn`), so that the batches gathered meanwhile share the worker's wake-up."""
         concurrent = LOAD.concurrent()
         arena = self.to_worker
         start = 0
         if arena is not None:
             start = arena.head
             arena.tell_to_sleep(concurrent)
-        self.send(message, at_once=not concurrent and not self.poller.outstanding)
+        idle = not self.poller.outstanding
+        # An idle worker under load waits for the loop to be idle too: each write to it costs
+        # it a wake-up, and the batches that gather meanwhile share one (`_held_turn`).
+        self.send(message, at_once=not concurrent and idle, hold=concurrent and (idle or self._held_since > 0))
         self.poller.sent(not concurrent)
         if arena is not None and arena.head != start:
             arena.pin(message.batch_id, start)
@@ -156,9 +178,22 @@ class WorkerProcess:
         if self.to_worker is not None:
             self.to_worker.unpin(batch_id)
 
+    def _held_turn(self) -> None:
+        """Once a turn while batches are held: write them when a turn of the loop found nothing
+        else to do, when `PIPELINE_DEPTH` wait (no more can come), or after `gather.MAX_HOLD_NS`."""
+        if not self._held_since:
+            return  # written meanwhile
+        now = time.perf_counter_ns()
+        if loop_still_busy(self._held_since, self._turn_began, now) and len(self._outbox) < PIPELINE_DEPTH:
+            self._turn_began = now
+            asyncio.get_running_loop().call_soon(self._held_turn)
+            return
+        self._flush()
+
     def _flush(self) -> None:
+        self._held_since = 0
         frames, self._outbox = self._outbox, []
-        if self.transport is not None and not self.dead:
+        if frames and self.transport is not None and not self.dead:
             self.transport.write(b"".join(frames) if len(frames) > 1 else frames[0])
 
     def _closed(self) -> None:

@@ -69,10 +69,15 @@ class LoopGather:
     async def hold(self, full: Callable[[], bool]) -> None:
         """Yield to the loop until an iteration finds it idle, the batch is `full`, or time is up."""
         perf = time.perf_counter_ns
-        deadline = perf() + MAX_HOLD_NS
+        started = perf()
         while True:
             before = perf()
             await asyncio.sleep(0)
-            after = perf()
-            if after - before < IDLE_ITERATION_NS or after >= deadline or full():
+            if not loop_still_busy(started, before, perf()) or full():
                 return
+
+
+def loop_still_busy(started_ns: int, turn_began_ns: int, now_ns: int) -> bool:
+    """Whether a hold begun at `started_ns` goes on: the loop's turn since `turn_began_ns` did
+    other work than come back to the holder, and `MAX_HOLD_NS` has not passed."""
+    return now_ns - turn_began_ns >= IDLE_ITERATION_NS and now_ns - started_ns < MAX_HOLD_NS

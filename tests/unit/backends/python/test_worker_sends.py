@@ -1,5 +1,6 @@
-"""When the server's end of a worker channel writes a batch: at once for a lone request, with
-the loop's turn under concurrent load (`core.scheduling.overlap`).
+"""When the server's end of a worker channel writes a batch: at once for a lone request; under
+concurrent load (`core.scheduling.overlap`) with the loop's turn to a busy worker, and to an idle
+one once the loop is idle too.
 
 A real socketpair and the running loop's transport stand in for nothing: the worker's end is
 read without waiting, so what is there before the loop turns is what was written at once.
@@ -13,7 +14,7 @@ import socket
 import numpy as np
 import pytest
 
-from openinfer.backends.python import ipc
+from openinfer.backends.python import ipc, worker_process
 from openinfer.backends.python.wire import Execute, WireRequest
 from openinfer.backends.python.worker_process import WorkerProcess
 from openinfer.core.scheduling import overlap
@@ -68,13 +69,59 @@ async def test_alone_the_first_batch_in_flight_is_written_at_once_and_later_ones
     assert _written(theirs) == [2, 3]
 
 
-async def test_under_load_every_batch_waits_for_the_loops_turn_and_they_cross_together(channel, monkeypatch):
+@pytest.fixture
+def under_load(monkeypatch):
     monkeypatch.setattr(overlap, "OVERLAP_WINDOW_NS", 600 * 10**9)
     monkeypatch.setattr(overlap.LOAD, "_overlap_until", 0)
     overlap.LOAD.entered(2)  # two requests in flight together
+
+
+@pytest.fixture
+def loop_busy(monkeypatch):
+    """Whether the loop counts as busy on each look of a hold: set `busy[0]`."""
+    busy = [True]
+    monkeypatch.setattr(worker_process, "loop_still_busy", lambda *_: busy[0])
+    return busy
+
+
+async def test_under_load_a_busy_worker_gets_every_batch_at_the_end_of_the_loops_turn(channel, under_load, loop_busy):
     worker, theirs = channel
+    worker.poller.outstanding = 1  # it runs a batch already: a write wakes nobody
     for batch_id in (1, 2, 3):
         worker.send_batch(_batch(batch_id))
     assert _written(theirs) == []
     await asyncio.sleep(0)
     assert _written(theirs) == [1, 2, 3]
+
+
+async def test_under_load_an_idle_worker_waits_while_the_loop_is_busy_then_gets_them_together(channel, under_load, loop_busy):
+    worker, theirs = channel
+    worker.send_batch(_batch(1))
+    await asyncio.sleep(0)
+    worker.send_batch(_batch(2))
+    await asyncio.sleep(0)
+    assert _written(theirs) == []  # the loop had other work both turns
+    loop_busy[0] = False
+    await asyncio.sleep(0)
+    assert _written(theirs) == [1, 2]
+    worker.poller.outstanding = 0  # answered: the next ones wait again
+    worker.send_batch(_batch(3))
+    await asyncio.sleep(0)
+    assert _written(theirs) == [3]  # the loop was idle at once
+
+
+async def test_a_held_batch_goes_with_a_message_that_may_not_wait(channel, under_load, loop_busy):
+    worker, theirs = channel
+    worker.send_batch(_batch(1))
+    await asyncio.sleep(0)
+    worker.send(Execute(2, []))  # a message sent plainly (as a cancellation is)
+    await asyncio.sleep(0)
+    assert _written(theirs) == [1, 2]
+
+
+async def test_a_hold_ends_when_the_worker_can_take_no_more(channel, under_load, loop_busy):
+    worker, theirs = channel
+    for batch_id in range(worker_process.PIPELINE_DEPTH):
+        worker.send_batch(_batch(batch_id))
+    await asyncio.sleep(0)
+    assert _written(theirs) == list(range(worker_process.PIPELINE_DEPTH))
