@@ -111,7 +111,7 @@ def deliver(executed: Any, keys: list[int], requests: list[InferRequest], sender
         return
     if executed.responses is None:  # decoupled: every answer comes through the senders
         return
-    rescheduled = set(executed.rescheduled)
+    rescheduled = set(executed.rescheduled) if executed.rescheduled else ()
     for key, request, sender, wire in zip(keys, requests, senders, executed.responses):
         if wire is None:
             if key in rescheduled:

@@ -180,6 +180,8 @@ class InProcessInstance(ModelInstance):
             self._conclude(executed, keys, live)
             if executed.timing is not None:
                 timing = convert.execution_timing(executed.timing, timing)
+            if not executed.rescheduled:
+                break
             again = set(executed.rescheduled)
             live = [(r, s) for (r, s), k in zip(live, keys) if k in again and not s.closed]
         return timing

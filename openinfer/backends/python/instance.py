@@ -196,6 +196,8 @@ class PythonInstance(ModelInstance):
             executed = await self._run(worker, requests, senders)
             if executed.timing is not None:
                 timing = convert.execution_timing(executed.timing, timing)
+            if not executed.rescheduled:
+                break
             # Requests released with RESCHEDULE go back to `execute`, still unanswered.
             again = set(executed.rescheduled)
             live = [(r, s) for r, s, k in zip(requests, senders, executed.keys) if k in again and not s.closed]

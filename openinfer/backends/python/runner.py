@@ -175,7 +175,9 @@ class ModelRunner:
         error = error or batch.error
         # What the model raised carries its frames; the contract's own checks below do not.
         message = raised_by_model(error) if error is not None else ""
-        result = result if batch.result is None or inspect.isawaitable(batch.result) else batch.result
+        returned = batch.result  # a list, checked first: inspect.isawaitable is two ABC checks
+        if returned is not None and (type(returned) is list or not inspect.isawaitable(returned)):
+            result = returned
         infer_done = time.perf_counter_ns()
         rescheduled = [
             r._key for r in batch.requests

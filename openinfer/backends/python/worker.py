@@ -126,6 +126,10 @@ class Worker:
                     return None
                 finally:
                     self._read_lock.release()
+                # Ours to run next unless the watcher queued work before we took the socket.
+                if type(message) is Execute and not self.tasks:
+                    self.host.begin(message.requests)
+                    return message
                 self.route(message)
                 del message
                 continue
@@ -227,11 +231,13 @@ class Worker:
         """Run a batch; requests cancelled while they waited in this process are skipped."""
         runner = self.runner
         assert runner is not None
-        skipped = [w.key for w in message.requests if w.key in self.host.cancelled]
-        for key in skipped:
-            self.channel.send(Respond(key, cancelled_response(), True))
-        self.host.finish(skipped)
-        live = [w for w in message.requests if w.key not in skipped]
+        live = message.requests
+        if self.host.cancelled:
+            skipped = [w.key for w in live if w.key in self.host.cancelled]
+            for key in skipped:
+                self.channel.send(Respond(key, cancelled_response(), True))
+            self.host.finish(skipped)
+            live = [w for w in live if w.key not in skipped]
         if not live:
             self.channel.send(Executed(message.batch_id, [None] * len(message.requests), None, []))
             return
@@ -273,7 +279,7 @@ class Worker:
             inputs = [array for wire in live for _, _, array in wire.inputs if array.nbytes >= ipc.SHM_THRESHOLD]
             echo = ring.echo_finder(message.batch_id, inputs, inbound) if inputs else None
         try:
-            self.channel.send(outcome._replace(batch_id=message.batch_id, responses=responses), echo)
+            self.channel.send(Executed(message.batch_id, responses, outcome.timing, outcome.rescheduled, outcome.error), echo)
         except SharedMemoryFull as exc:  # the outputs do not fit in /dev/shm: the batch fails
             outcome = outcome._replace(batch_id=message.batch_id, responses=None, error=str(exc))
             self.channel.send(outcome)
