@@ -147,17 +147,22 @@ class InProcessInstance(ModelInstance):
 
     async def execute(self, requests: list[InferRequest], senders: list[ResponseSender]) -> ExecutionTiming:
         timing = ExecutionTiming()
-        live = [(r, s) for r, s in zip(requests, senders) if not s.closed]
-        while live:
+        host = self.host
+        if any(s.closed for s in senders):  # callers that left while their requests waited
+            requests = [r for r, s in zip(requests, senders) if not s.closed]
+            senders = [s for s in senders if not s.closed]
+        while requests:
             keys = []
-            for request, sender in live:
+            wires = []
+            for request, sender in zip(requests, senders):
                 self._keys += 1
-                keys.append(self._keys)
-                self.host.senders[self._keys] = sender
+                key = self._keys
+                keys.append(key)
+                host.senders[key] = sender
                 if request.outputs:
-                    self.host.requested[self._keys] = [o.name for o in request.outputs]
-            wires = [convert.wire_request(r, k) for (r, _), k in zip(live, keys)]
-            token = _host.enter(self.host)
+                    host.requested[key] = [o.name for o in request.outputs]
+                wires.append(convert.wire_request(request, key))
+            token = _host.enter(host)
             try:
                 batch = self.runner.start(wires)
             finally:
@@ -173,17 +178,22 @@ class InProcessInstance(ModelInstance):
                         executed = await self._await(batch, shielded=True)
                     except asyncio.CancelledError:  # the caller left: nothing more goes to it
                         for key in keys:
-                            self.host.forget(key)
+                            host.forget(key)
                         raise
             else:
                 executed = self.runner.conclude(batch)
-            self._conclude(executed, keys, live)
+            if executed.error is not None:
+                host.log(pb_utils.LogLevel.ERROR, executed.error, "", 0)
+            convert.deliver(executed, keys, requests, senders, host.forget)
             if executed.timing is not None:
                 timing = convert.execution_timing(executed.timing, timing)
             if not executed.rescheduled:
                 break
+            # Requests released with RESCHEDULE come back to `execute`, still unanswered.
             again = set(executed.rescheduled)
-            live = [(r, s) for (r, s), k in zip(live, keys) if k in again and not s.closed]
+            kept = [k in again and not s.closed for s, k in zip(senders, keys)]
+            requests = [r for r, keep in zip(requests, kept) if keep]
+            senders = [s for s, keep in zip(senders, kept) if keep]
         return timing
 
     async def _await(self, batch: Started, shielded: bool = False) -> Executed:
@@ -210,11 +220,6 @@ class InProcessInstance(ModelInstance):
                 sender = self.host.senders.pop(wire.key, None)
                 if sender is not None:
                     sender.fail(InternalError(executed.error))
-
-    def _conclude(self, executed: Executed, keys: list[int], live: list[tuple[InferRequest, ResponseSender]]) -> None:
-        if executed.error is not None:
-            self.host.log(pb_utils.LogLevel.ERROR, executed.error, "", 0)
-        convert.deliver(executed, keys, [r for r, _ in live], [s for _, s in live], self.host.forget)
 
     async def stop(self) -> None:
         for task in list(self._background):
