@@ -98,6 +98,22 @@ def initialize_args(ctx: Any, spec: Any) -> dict[str, str]:
     }
 
 
+def to_run(
+    requests: list[InferRequest], senders: list[Any], keys: list[int] | None = None, rescheduled: list[int] | None = None
+) -> tuple[list[InferRequest], list[Any]]:
+    """The requests (with their senders) `execute` gets next: those whose callers still wait
+    (one that left while its request sat in a batcher's queue is dropped); given the keys of the
+    batch just run and those the model released with RESCHEDULE, only the rescheduled ones."""
+    if rescheduled is None:
+        if not any(s.closed for s in senders):
+            return requests, senders
+        kept = [not s.closed for s in senders]
+    else:
+        again = set(rescheduled)
+        kept = [k in again and not s.closed for s, k in zip(senders, keys or ())]
+    return [r for r, keep in zip(requests, kept) if keep], [s for s, keep in zip(senders, kept) if keep]
+
+
 def deliver(executed: Any, keys: list[int], requests: list[InferRequest], senders: list[Any], forget: Any) -> None:
     """Answer a batch as the model's `Executed` says: an error fails every request; a returned
     response ends its request; a None leaves it to the request's response sender (or, when the

@@ -148,9 +148,7 @@ class InProcessInstance(ModelInstance):
     async def execute(self, requests: list[InferRequest], senders: list[ResponseSender]) -> ExecutionTiming:
         timing = ExecutionTiming()
         host = self.host
-        if any(s.closed for s in senders):  # callers that left while their requests waited
-            requests = [r for r, s in zip(requests, senders) if not s.closed]
-            senders = [s for s in senders if not s.closed]
+        requests, senders = convert.to_run(requests, senders)
         while requests:
             keys = []
             wires = []
@@ -190,10 +188,7 @@ class InProcessInstance(ModelInstance):
             if not executed.rescheduled:
                 break
             # Requests released with RESCHEDULE come back to `execute`, still unanswered.
-            again = set(executed.rescheduled)
-            kept = [k in again and not s.closed for s, k in zip(senders, keys)]
-            requests = [r for r, keep in zip(requests, kept) if keep]
-            senders = [s for s, keep in zip(senders, kept) if keep]
+            requests, senders = convert.to_run(requests, senders, keys, executed.rescheduled)
         return timing
 
     async def _await(self, batch: Started, shielded: bool = False) -> Executed:

@@ -188,19 +188,16 @@ class PythonInstance(ModelInstance):
             await asyncio.wait_for(self._ready.wait(), 60)
             worker = self.worker
         assert worker is not None
-        # Requests whose caller left while they waited (a batcher's queue) are dropped here.
-        live = [(r, s) for r, s in zip(requests, senders) if not s.closed]
+        requests, senders = convert.to_run(requests, senders)
         timing = ExecutionTiming()
-        while live:
-            requests, senders = [r for r, _ in live], [s for _, s in live]
+        while requests:
             executed = await self._run(worker, requests, senders)
             if executed.timing is not None:
                 timing = convert.execution_timing(executed.timing, timing)
             if not executed.rescheduled:
                 break
             # Requests released with RESCHEDULE go back to `execute`, still unanswered.
-            again = set(executed.rescheduled)
-            live = [(r, s) for r, s, k in zip(requests, senders, executed.keys) if k in again and not s.closed]
+            requests, senders = convert.to_run(requests, senders, executed.keys, executed.rescheduled)
         return timing
 
     async def _run(self, worker: WorkerProcess, requests: list[InferRequest], senders: list[ResponseSender]) -> Any:
