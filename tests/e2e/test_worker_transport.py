@@ -424,3 +424,67 @@ def test_worker_poll_us_reaches_the_worker_and_a_bad_value_fails_only_that_model
         assert not client.is_model_ready("bad")
         index = {m["name"]: m for m in client.get_model_repository_index()}
         assert "worker_poll_us" in index["bad"]["reason"] and "'-5'" in index["bad"]["reason"]
+
+
+# Writes down each value it answers, before it answers it; a -1 ends the process at once.
+NOTING_CRASHER = '''
+import os
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.noted = os.open(os.environ["OPENINFER_TEST_NOTES"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            if x[0, 0] < 0:
+                os._exit(3)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x), pb_utils.Tensor("NEG", -x)]))
+        os.write(self.noted, b"".join(b"%d\\n" % int(r.as_numpy()[0, 0]) for r in
+                                      (pb_utils.get_input_tensor_by_name(q, "IN") for q in requests)))
+        return out
+'''
+
+
+def test_on_one_cpu_a_crash_loses_no_answer_the_model_gave(tmp_path):
+    """Pinned to one CPU, a worker holds answers while batches it read wait (`answer_log`); a
+    model that dies in a later batch must not take them along: every request the model answered
+    before the crash is answered to its client."""
+    notes = tmp_path / "notes"
+    repo = tmp_path / "repo"
+    write_model(repo, "noting", ECHO_CONFIG.replace("dynamic_batching { }", ""), NOTING_CRASHER)
+    with Server(repo, launcher=["taskset", "-c", str(min(os.sched_getaffinity(0)))],
+                env={"OPENINFER_TEST_NOTES": str(notes)}).start(wait_for="ready") as running:
+        for round_ in range(3):
+            barrier = threading.Barrier(16)
+
+            def one(value: float) -> tuple[str, object]:
+                own = grpcclient.InferenceServerClient(running.grpc_url)
+                barrier.wait()
+                try:
+                    return "ok", own.infer("noting", [_rows(np.full((1, 16), value, np.float32))]).as_numpy("OUT")[0, 0]
+                except InferenceServerException as exc:
+                    return "error", exc.message()
+
+            notes.write_bytes(b"")
+            values = [round_ * 100 + i for i in range(1, 16)]
+            with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                futures = [pool.submit(one, float(v)) for v in values[:8]] + [pool.submit(one, -1.0)]
+                futures += [pool.submit(one, float(v)) for v in values[8:]]
+                outcomes = dict(zip([*values[:8], -1, *values[8:]], (f.result() for f in futures)))
+            answered_by_model = {int(line) for line in notes.read_text().split()}
+            for value, (kind, detail) in outcomes.items():
+                if value in answered_by_model:
+                    assert (kind, detail) == ("ok", value), (round_, value, detail)
+                else:
+                    assert kind == "error" and "is not healthy" in str(detail), (round_, value, detail)
+            client = grpcclient.InferenceServerClient(running.grpc_url)
+            for _ in range(20):  # the restart may take a request to begin, as in Triton
+                try:
+                    client.infer("noting", [_rows(np.ones((1, 16), np.float32))])
+                    break
+                except InferenceServerException as exc:
+                    assert "is not healthy" in exc.message() or "not ready" in exc.message()

@@ -39,10 +39,11 @@ READY_TIMEOUT_S = 5.0
 class _Batch:
     """A batch the worker is running: what is answered when it reports `Executed`."""
 
-    __slots__ = ("future", "requests", "senders")
+    __slots__ = ("future", "keys", "requests", "senders")
 
-    def __init__(self, future: asyncio.Future, requests: list[InferRequest], senders: list[ResponseSender]) -> None:
-        self.future, self.requests, self.senders = future, requests, senders
+    def __init__(self, future: asyncio.Future, keys: list[int], requests: list[InferRequest],
+                 senders: list[ResponseSender]) -> None:
+        self.future, self.keys, self.requests, self.senders = future, keys, requests, senders
 
 
 class PythonInstance(ModelInstance):
@@ -210,7 +211,7 @@ class PythonInstance(ModelInstance):
             wires.append(convert.wire_request(request, key))
         keys = [w.key for w in wires]
         future: asyncio.Future[Executed] = asyncio.get_running_loop().create_future()
-        self._batches[batch_id] = _Batch(future, requests, senders)
+        self._batches[batch_id] = _Batch(future, keys, requests, senders)
         try:
             worker.send_batch(Execute(batch_id, wires))
         except Exception:  # never sent (the worker is gone, /dev/shm is full): nothing stays held
@@ -235,7 +236,6 @@ class PythonInstance(ModelInstance):
                 f"model '{self.ctx.name}' instance '{self.name}' did not finish within "
                 f"{self.execute_timeout}s; the instance was restarted"
             ) from None
-        self._conclude(executed, keys, requests, senders)
         return _Outcome(executed.timing, executed.rescheduled, keys)
 
     async def _answer(self, batch_id: int, future: asyncio.Future[Executed]) -> Executed:
@@ -257,10 +257,6 @@ class PythonInstance(ModelInstance):
                 if wait <= 0:
                     raise  # the batch running now has run for the whole timeout: the model hangs
 
-    def _conclude(self, executed: Executed, keys: list[int], requests: list[InferRequest], senders: list[ResponseSender]) -> None:
-        if executed.error is not None:
-            log.error("%s", executed.error)
-        convert.deliver(executed, keys, requests, senders, self._forget)
 
     def _forget(self, key: int) -> None:
         self._senders.pop(key, None)
@@ -283,6 +279,11 @@ class PythonInstance(ModelInstance):
             worker.batch_answered(message.batch_id)
             batch = self._batches.pop(message.batch_id, None)
             if batch is not None and not batch.future.done():
+                # Answered here, not where `_run` resumes: a dead worker's held answers are
+                # dispatched just before `worker_died` fails every request still unanswered.
+                if message.error is not None:
+                    log.error("%s", message.error)
+                convert.deliver(message, batch.keys, batch.requests, batch.senders, self._forget)
                 batch.future.set_result(message)
         elif kind is Respond:
             self._respond(message)

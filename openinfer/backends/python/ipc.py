@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from . import packed, shm_files, shm_names
+from .answer_log import AnswerLog
 from .ring import Arena
 
 SHM_THRESHOLD = 64 * 1024
@@ -76,12 +77,22 @@ def shm_prefix() -> str:
     return shm_names.prefix()
 
 
-def encode(message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray], str | None] | None = None) -> bytes:
-    """One message as a frame: the hot ones packed (`packed`), the others pickled."""
+class NeedsSharedMemory(Exception):
+    """A frame that may not use shared memory (`encode`'s `shared`) has a large tensor."""
+
+
+def encode(
+    message: Any, arena: Arena | None = None, echo: Callable[[np.ndarray], str | None] | None = None,
+    shared: bool = True,
+) -> bytes:
+    """One message as a frame: the hot ones packed (`packed`), the others pickled. Without
+    `shared`, a tensor that would go through shared memory raises `NeedsSharedMemory` instead."""
     mark = arena.mark() if arena is not None else None
     files: list[str] = []
 
     def put_large(raw: memoryview) -> str | None:
+        if not shared:
+            raise NeedsSharedMemory()
         descriptor = arena.put(raw) if arena is not None else None
         if descriptor is None:
             try:
@@ -224,11 +235,13 @@ class BlockingChannel:
     """The worker's end: a blocking socket, reads on one thread, writes under a lock."""
 
     def __init__(
-        self, sock: socket.socket, inbound: Arena | None = None, outbound: Arena | None = None
+        self, sock: socket.socket, inbound: Arena | None = None, outbound: Arena | None = None,
+        answers: AnswerLog | None = None,
     ) -> None:
         self.sock = sock
         self.inbound = inbound
         self.outbound = outbound
+        self.answers = answers  # where answers may wait to go in one write (`hold`)
         self._write_lock = threading.Lock()
         self._frames = FrameReader(inbound)
         self._ready: collections.deque[Any] = collections.deque()
@@ -241,6 +254,7 @@ class BlockingChannel:
     def receive(self, wait: Callable[[select.poll], Any] | None = None) -> Any:
         """The next message; `wait` (a `spin.Spinner`'s) waits for input instead of `poll()`."""
         while not self._ready:
+            self.send_held()  # nothing left to run here: what waited goes now
             wait(self._readable) if wait else self._readable.poll()  # on input, end of stream or an error
             chunk = self._read()
             if not chunk:
@@ -265,9 +279,46 @@ class BlockingChannel:
         self._ready.clear()
         return messages
 
+    def has_read_ahead(self) -> bool:
+        """Whether messages already read wait to be taken."""
+        return bool(self._ready)
+
     def send(self, message: Any, echo: Callable[[np.ndarray], str | None] | None = None) -> None:
+        """Write a message, after any held answers, in the same write (the order stays)."""
         with self._write_lock:  # the ring is reserved in send order: one writer at a time
-            self.sock.sendall(encode(message, self.outbound, echo))
+            frame = encode(message, self.outbound, echo)
+            answers = self.answers
+            if answers is not None and answers.held:
+                answers.send(self.sock, frame)
+            else:
+                self.sock.sendall(frame)
+
+    def hold(self, message: Any) -> bool:
+        """Keep an answer back in the answer log, to go with the next write (`answer_log`);
+        False when it cannot wait there (no log, a tensor that needs shared memory, no room),
+        and the caller sends it."""
+        answers = self.answers
+        if answers is None:
+            return False
+        try:
+            frame = encode(message, shared=False)
+        except NeedsSharedMemory:
+            return False
+        with self._write_lock:
+            return answers.hold(frame)
+
+    @property
+    def holding(self) -> bool:
+        """Whether answers are held."""
+        return self.answers is not None and self.answers.held > 0
+
+    def send_held(self) -> None:
+        """Write the held answers now."""
+        answers = self.answers
+        if answers is not None and answers.held:
+            with self._write_lock:
+                if answers.held:
+                    answers.send(self.sock)
 
 
 def cleanup_leftovers(pid: int) -> None:

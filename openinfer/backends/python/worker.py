@@ -1,8 +1,9 @@
 """A Python model's own process, as Triton's stub: imports `model.py`, runs it, answers over
 the channel.
 
-Run as `python -m openinfer.backends.python.worker <fd> <inbound ring> <outbound ring>`; the fd
-is one end of a socketpair; a ring named `-` is none (/dev/shm had no room for it). Three threads:
+Run as `python -m openinfer.backends.python.worker <fd> <inbound ring> <outbound ring> <answer log>`;
+the fd is one end of a socketpair; a ring or log named `-` is none (/dev/shm had no room for it).
+Three threads:
 - the main thread runs the model's methods one call at a time, in order (Triton's contract for
   an instance), and reads the socket itself whenever it waits for work, so a request reaches
   `execute` with no hand-off between threads;
@@ -30,6 +31,7 @@ from typing import Any, cast
 from ...core.memory.malloc import tune_malloc
 from ...core.memory import heap
 from . import forked, ipc, pb_utils, ring, shm_files, spin
+from .answer_log import MAX_HOLD_NS, AnswerLog
 from .pb_utils import _host, c_module
 from .ring import NO_RING
 from .runner import (
@@ -83,6 +85,11 @@ class Worker:
         self._started = 0  # tasks begun, which the watcher compares between looks
         self._parked = False
         self._park_lock = threading.Lock()
+        #: Whether answers may wait for the batches read after them (`answer_log`): only where
+        #: this process and the server share one CPU, on which an answer sent at once can only
+        #: be read by taking the CPU from the batches still to run.
+        self.may_hold = channel.answers is not None and spin.usable_cpus() == 1
+        self._held_since = 0
         inbound = channel.inbound  # where the server says whether to poll (`core.scheduling.overlap`)
         self._spinner = spin.Spinner(  # how the main thread waits
             spin.limit_from_env(os.environ), inbound.told_to_sleep if inbound is not None else None
@@ -174,6 +181,7 @@ class Worker:
             if not self._read_lock.acquire(blocking=False):
                 continue  # someone reads already
             try:
+                self.channel.send_held()  # answers must not wait for a long batch
                 while True:
                     try:
                         message = self.channel.receive()
@@ -278,14 +286,35 @@ class Worker:
         if inbound is not None and responses:
             inputs = [array for wire in live for _, _, array in wire.inputs if array.nbytes >= ipc.SHM_THRESHOLD]
             echo = ring.echo_finder(message.batch_id, inputs, inbound) if inputs else None
+        answer = Executed(message.batch_id, responses, outcome.timing, outcome.rescheduled, outcome.error)
         try:
-            self.channel.send(Executed(message.batch_id, responses, outcome.timing, outcome.rescheduled, outcome.error), echo)
+            if not (echo is None and self._hold(answer)):
+                self.channel.send(answer, echo)
         except SharedMemoryFull as exc:  # the outputs do not fit in /dev/shm: the batch fails
             outcome = outcome._replace(batch_id=message.batch_id, responses=None, error=str(exc))
             self.channel.send(outcome)
         if outcome.error is not None or not self.runner.decoupled:  # type: ignore[union-attr]
             answered = [w.key for w, r in zip(live, outcome.responses or []) if r is not None]
             self.host.finish(answered if outcome.error is None else [w.key for w in live])
+
+    def _hold(self, answer: Executed) -> bool:
+        """Keep the answer back while batches already read wait to run (`answer_log`), unless
+        the first held has waited `MAX_HOLD_NS` or this batch ran that long (the next would
+        likely keep it as long); the next write, or the next wait for input, sends it, as does
+        the watcher once a batch runs longer than `WATCH_S`. A decoupled model's answers are
+        never held."""
+        channel = self.channel
+        if not (self.may_hold and (self.tasks or channel.has_read_ahead())) or self.runner.decoupled:  # type: ignore[union-attr]
+            return False
+        busy = self._busy_since
+        if busy is not None and time.monotonic() - busy >= MAX_HOLD_NS / 1e9:
+            return False
+        now = time.perf_counter_ns()
+        if not channel.holding:
+            self._held_since = now
+        elif now - self._held_since >= MAX_HOLD_NS:
+            return False
+        return channel.hold(answer)
 
     # ------------------------------------------------------------------- loop
     def run(self) -> None:
@@ -358,7 +387,7 @@ async def _awaited(value: Any) -> Any:
 
 def main() -> None:
     tune_malloc()
-    fd, inbound_name, outbound_name = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    fd, inbound_name, outbound_name, answers_name = int(sys.argv[1]), *sys.argv[2:5]
     sys.argv = [""]  # as in Triton's embedded interpreter: the model sees no arguments of ours
     # A model's prints reach the server's log a line at a time, each line in one write: unbuffered,
     # a print's text and its newline were two writes, and the server's own lines fell between.
@@ -375,7 +404,8 @@ def main() -> None:
     free = outbound.free if outbound is not None else lambda: shm_free() or 0
     sys.modules.setdefault("triton_python_backend_utils", pb_utils)  # Triton's module names
     sys.modules.setdefault("c_python_backend_utils", c_module.module(free))
-    worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound))
+    answers = None if answers_name == NO_RING else AnswerLog(answers_name)
+    worker = Worker(ipc.BlockingChannel(sock, inbound=inbound, outbound=outbound, answers=answers))
     shm_files.report = functools.partial(_report_to_server, worker.host)
     try:
         worker.run()

@@ -24,6 +24,7 @@ from ...core.errors import InternalError, UnavailableError
 from ...core.scheduling.gather import loop_still_busy
 from ...core.scheduling.overlap import LOAD
 from . import ipc, ring, spin
+from .answer_log import AnswerLog
 from .ring import NO_RING
 from .wire import Done, Failed
 
@@ -63,6 +64,8 @@ class WorkerProcess:
         #: Shared rings for large tensors: one per direction, mapped by both processes.
         self.to_worker: ring.Arena | None = None
         self.from_worker: ring.Arena | None = None
+        #: Where the worker keeps answers it holds back (`answer_log`), read if it dies.
+        self.answers: AnswerLog | None = None
         #: Keeps the loop from sleeping while an answer is due shortly; limited as the worker is.
         self.poller = spin.LoopPoller(0)
 
@@ -87,6 +90,7 @@ class WorkerProcess:
             str(child.fileno()),
             self.to_worker.name if self.to_worker is not None else NO_RING,
             self.from_worker.name if self.from_worker is not None else NO_RING,
+            self.answers.name if self.answers is not None else NO_RING,
             # Unused by the worker: labels the process in `ps` as Triton's are, so tools that
             # look for "triton_python_backend_stub" (and its instance) find it.
             "triton_python_backend_stub",
@@ -107,6 +111,10 @@ class WorkerProcess:
         except ipc.shm_files.SharedMemoryFull as shortage:
             self._release_arenas()
             ipc.shm_files.warn_once(shortage)
+        try:
+            self.answers = AnswerLog.create(ipc.shm_prefix())
+        except ipc.shm_files.SharedMemoryFull:
+            self.answers = None  # the worker sends every answer at once
 
     async def call(self, message: Any, timeout: float | None = None) -> Any:
         """A control message (load, initialize, a readiness check, ...) and its answer's value.
@@ -208,6 +216,9 @@ class WorkerProcess:
                 code = await asyncio.wait_for(self.process.wait(), 5)
             except asyncio.TimeoutError:
                 self.process.kill()
+            else:  # gone: what it held is final
+                self._answer_what_was_held()
+        if self.process is not None:
             ipc.cleanup_leftovers(self.process.pid)
         self._release_arenas()
         if self.pending:
@@ -222,17 +233,29 @@ class WorkerProcess:
         finally:
             self.reaped.set()
 
+    def _answer_what_was_held(self) -> None:
+        """The answers the dead worker held and had not sent (`answer_log`), dispatched as if
+        they had come: a crash in a later batch does not take them along. One that did reach
+        the socket was dispatched then, and finds its batch answered already."""
+        if self.answers is None:
+            return
+        try:
+            for message in ipc.FrameReader().feed(self.answers.left_behind()):
+                self.owner.dispatch(self, message)
+        except Exception:
+            log.exception("answers held by the worker of '%s' could not be read", self.owner.name)
+
     def forget_arena_names(self) -> None:
-        """Unlink the rings' names once both processes hold their mappings."""
-        for arena in (self.to_worker, self.from_worker):
-            if arena is not None:
-                arena.unlink()
+        """Unlink the rings' and the answer log's names once both processes hold their mappings."""
+        for shared in (self.to_worker, self.from_worker, self.answers):
+            if shared is not None:
+                shared.unlink()
 
     def _release_arenas(self) -> None:
-        for arena in (self.to_worker, self.from_worker):
-            if arena is not None:
-                arena.close(unlink=True)
-        self.to_worker = self.from_worker = None
+        for shared in (self.to_worker, self.from_worker, self.answers):
+            if shared is not None:
+                shared.close(unlink=True)
+        self.to_worker = self.from_worker = self.answers = None
 
     async def kill(self) -> None:
         if self.process is not None and self.process.returncode is None:
