@@ -257,7 +257,6 @@ class PythonInstance(ModelInstance):
                 if wait <= 0:
                     raise  # the batch running now has run for the whole timeout: the model hangs
 
-
     def _forget(self, key: int) -> None:
         self._senders.pop(key, None)
 

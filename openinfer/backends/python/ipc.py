@@ -32,8 +32,9 @@ repeated runs; the machine is shared, so take these as orders of magnitude):
 Two processes cost a wake-up each way (a socketpair ping-pong: 10-12 µs of CPU per round trip,
 26 µs wall at best) and one future resolved on the server's loop (5.5 µs). While requests come
 back to back the worker polls before it sleeps and saves its wake-up, and while a batch is out
-the server's loop keeps turning instead of sleeping until the answer wakes it (`spin`). An
-eventfd would save 1.5-2 µs more per frame; the socket, though, tells each side when the other
+the server's loop keeps turning instead of sleeping until the answer wakes it (`spin`); where
+the two share one CPU, the worker's answers wait for the batches read with them and cross in
+one write (`answer_log`). An eventfd would save 1.5-2 µs more per frame; the socket, though, tells each side when the other
 dies.
 """
 
