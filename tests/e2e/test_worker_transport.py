@@ -76,21 +76,31 @@ class TritonPythonModel:
             for r in requests]
 '''
 
-# Sleeps a little in every batch, so many requests are held when one of them kills the process.
+# Sleeps a little in every batch (OPENINFER_TEST_PAUSE_S, 50 ms unless set), so many requests are
+# held when a -1 kills the process at once; where OPENINFER_TEST_NOTES names a file, it writes down
+# each value it answers there first.
 CRASHER = '''
 import os, time
 import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
+    def initialize(self, args):
+        self.pause = float(os.environ.get("OPENINFER_TEST_PAUSE_S", "0.05"))
+        notes = os.environ.get("OPENINFER_TEST_NOTES")
+        self.noted = os.open(notes, os.O_WRONLY | os.O_APPEND | os.O_CREAT) if notes else None
+
     def execute(self, requests):
-        time.sleep(0.05)
+        time.sleep(self.pause)
         out = []
         for request in requests:
             x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
             if x[0, 0] < 0:
                 os._exit(3)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x), pb_utils.Tensor("NEG", -x)]))
+        if self.noted is not None:
+            os.write(self.noted, b"".join(b"%d\\n" % int(r.as_numpy()[0, 0]) for r in
+                                          (pb_utils.get_input_tensor_by_name(q, "IN") for q in requests)))
         return out
 '''
 
@@ -426,38 +436,15 @@ def test_worker_poll_us_reaches_the_worker_and_a_bad_value_fails_only_that_model
         assert "worker_poll_us" in index["bad"]["reason"] and "'-5'" in index["bad"]["reason"]
 
 
-# Writes down each value it answers, before it answers it; a -1 ends the process at once.
-NOTING_CRASHER = '''
-import os
-import triton_python_backend_utils as pb_utils
-
-
-class TritonPythonModel:
-    def initialize(self, args):
-        self.noted = os.open(os.environ["OPENINFER_TEST_NOTES"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def execute(self, requests):
-        out = []
-        for request in requests:
-            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
-            if x[0, 0] < 0:
-                os._exit(3)
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", x), pb_utils.Tensor("NEG", -x)]))
-        os.write(self.noted, b"".join(b"%d\\n" % int(r.as_numpy()[0, 0]) for r in
-                                      (pb_utils.get_input_tensor_by_name(q, "IN") for q in requests)))
-        return out
-'''
-
-
 def test_on_one_cpu_a_crash_loses_no_answer_the_model_gave(tmp_path):
     """Pinned to one CPU, a worker holds answers while batches it read wait (`answer_log`); a
     model that dies in a later batch must not take them along: every request the model answered
     before the crash is answered to its client."""
     notes = tmp_path / "notes"
     repo = tmp_path / "repo"
-    write_model(repo, "noting", ECHO_CONFIG.replace("dynamic_batching { }", ""), NOTING_CRASHER)
+    write_model(repo, "noting", ECHO_CONFIG.replace("dynamic_batching { }", ""), CRASHER)
     with Server(repo, launcher=["taskset", "-c", str(min(os.sched_getaffinity(0)))],
-                env={"OPENINFER_TEST_NOTES": str(notes)}).start(wait_for="ready") as running:
+                env={"OPENINFER_TEST_NOTES": str(notes), "OPENINFER_TEST_PAUSE_S": "0"}).start(wait_for="ready") as running:
         for round_ in range(3):
             barrier = threading.Barrier(16)
 

@@ -35,7 +35,7 @@ LOG_SIZE = 64 * 1024
 #: The longest the first held answer waits for the batches after it. A cheap model's batch
 #: takes the worker tens of microseconds under load, so this covers a full pipeline of them
 #: (`PIPELINE_DEPTH`); a costlier model's answers go sooner, each as its batch ends.
-MAX_HOLD_NS = 1_000_000
+MAX_HOLD_S = 0.001
 _counter = itertools.count()
 
 
@@ -95,9 +95,6 @@ class AnswerLog:
             pass  # already gone
 
     def close(self, unlink: bool = False) -> None:
-        try:
-            self.region.close()
-        except BufferError:
-            pass  # a view of the frames is still in use: the mapping goes with it
+        self.region.close()  # nothing views it past a call: `send` releases its views, the rest copy
         if unlink:
             self.unlink()

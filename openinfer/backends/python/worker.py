@@ -31,7 +31,7 @@ from typing import Any, cast
 from ...core.memory.malloc import tune_malloc
 from ...core.memory import heap
 from . import forked, ipc, pb_utils, ring, shm_files, spin
-from .answer_log import MAX_HOLD_NS, AnswerLog
+from .answer_log import MAX_HOLD_S, AnswerLog
 from .pb_utils import _host, c_module
 from .ring import NO_RING
 from .runner import (
@@ -89,7 +89,7 @@ class Worker:
         #: this process and the server share one CPU, on which an answer sent at once can only
         #: be read by taking the CPU from the batches still to run.
         self.may_hold = channel.answers is not None and spin.usable_cpus() == 1
-        self._held_since = 0
+        self._held_since = 0.0  # when the first answer now held was held (monotonic)
         inbound = channel.inbound  # where the server says whether to poll (`core.scheduling.overlap`)
         self._spinner = spin.Spinner(  # how the main thread waits
             spin.limit_from_env(os.environ), inbound.told_to_sleep if inbound is not None else None
@@ -288,7 +288,7 @@ class Worker:
             echo = ring.echo_finder(message.batch_id, inputs, inbound) if inputs else None
         answer = Executed(message.batch_id, responses, outcome.timing, outcome.rescheduled, outcome.error)
         try:
-            if not (echo is None and self._hold(answer)):
+            if not (self.may_hold and echo is None and self._hold(answer)):
                 self.channel.send(answer, echo)
         except SharedMemoryFull as exc:  # the outputs do not fit in /dev/shm: the batch fails
             outcome = outcome._replace(batch_id=message.batch_id, responses=None, error=str(exc))
@@ -299,20 +299,20 @@ class Worker:
 
     def _hold(self, answer: Executed) -> bool:
         """Keep the answer back while batches already read wait to run (`answer_log`), unless
-        the first held has waited `MAX_HOLD_NS` or this batch ran that long (the next would
+        the first held has waited `MAX_HOLD_S` or this batch ran that long (the next would
         likely keep it as long); the next write, or the next wait for input, sends it, as does
         the watcher once a batch runs longer than `WATCH_S`. A decoupled model's answers are
-        never held."""
+        never held. Only where `may_hold`."""
         channel = self.channel
-        if not (self.may_hold and (self.tasks or channel.has_read_ahead())) or self.runner.decoupled:  # type: ignore[union-attr]
+        if not (self.tasks or channel.has_read_ahead()) or self.runner.decoupled:  # type: ignore[union-attr]
             return False
+        now = time.monotonic()
         busy = self._busy_since
-        if busy is not None and time.monotonic() - busy >= MAX_HOLD_NS / 1e9:
+        if busy is not None and now - busy >= MAX_HOLD_S:
             return False
-        now = time.perf_counter_ns()
         if not channel.holding:
             self._held_since = now
-        elif now - self._held_since >= MAX_HOLD_NS:
+        elif now - self._held_since >= MAX_HOLD_S:
             return False
         return channel.hold(answer)
 
