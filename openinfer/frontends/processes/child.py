@@ -16,10 +16,10 @@ import signal
 import socket
 import sys
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any, Protocol
 
 from ...core.errors import UnavailableError
+from ...core.observability.tracing import NoTracing, Tracer
 from ...core.types import InferRequest, InferResponse
 from ..asgi.listener import listener
 from ..asgi.transport import Transport
@@ -59,11 +59,19 @@ class NeedsCore(Exception):
     """Only the core can decide this request (a raw tensor's shape comes from its model table)."""
 
 
+class ContextOnly(NoTracing):
+    """A frontend's tracer: it samples nothing (the core does), and keeps a client's trace
+    context on a request where the core's tracer would."""
+
+    def __init__(self, propagates_context: bool) -> None:
+        self.propagates_context = propagates_context
+
+
 class CoreView:
     """What decoding asks of the server, seen from a frontend process."""
 
     def __init__(self, otel: bool) -> None:
-        self.trace = SimpleNamespace(otel=True if otel else None)
+        self.trace: Tracer = ContextOnly(otel)
 
     def model(self, name: str, version: str) -> Any:
         raise NeedsCore(name)
