@@ -51,7 +51,7 @@ class FrontendConfig:
     #: The server's log settings (the logging feature's), applied in the process; None: Python's.
     log_settings: AppliesLogging | None
     #: Whether the core traces with OpenTelemetry (then a client's W3C headers are kept).
-    otel: bool = False
+    propagates_context: bool = False
     listener_settings: dict[str, Any] = field(default_factory=dict)
 
 
@@ -70,8 +70,8 @@ class ContextOnly(NoTracing):
 class CoreView:
     """What decoding asks of the server, seen from a frontend process."""
 
-    def __init__(self, otel: bool) -> None:
-        self.trace: Tracer = ContextOnly(otel)
+    def __init__(self, propagates_context: bool) -> None:
+        self.trace: Tracer = ContextOnly(propagates_context)
 
     def model(self, name: str, version: str) -> Any:
         raise NeedsCore(name)
@@ -169,7 +169,7 @@ async def _relay(core: CoreClient, key: int, stream: asyncio.Queue, transport: T
 
 
 def build_app(config: FrontendConfig, core: CoreClient) -> HttpApp:
-    app = HttpApp(CoreView(config.otel), config.options)  # type: ignore[arg-type]
+    app = HttpApp(CoreView(config.propagates_context), config.options)  # type: ignore[arg-type]
     app.add_route(MODEL + r"/infer", "POST", "inference", functools.partial(infer, app, core),
                   raw_body=True, cancellable=True)
     app.add_route(r"/.*", _METHODS, None, functools.partial(forward, core), raw_body=True)

@@ -147,7 +147,7 @@ async def start_http_processes(
         logging.getLogger("openinfer.http").error("%s (%s)", not_started("HTTP", host, port), exc.strerror or exc)
         listening = []
     config = FrontendConfig(
-        host, port, app.options, client_timeout, log_settings, otel=server.trace.propagates_context,
+        host, port, app.options, client_timeout, log_settings, propagates_context=server.trace.propagates_context,
         listener_settings=dict(listener_settings),
     )
     pool = FrontendPool(server, app, listening, config)

@@ -10,7 +10,9 @@ frame's kind shows which way it went.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 
 import numpy as np
 import orjson
@@ -46,15 +48,23 @@ class CoreEnd:
         await asyncio.get_running_loop().sock_sendall(self.sock, frame(message))
 
 
-async def _frontend(otel: bool = False) -> tuple:
+@contextlib.asynccontextmanager
+async def _frontend(propagates_context: bool = False) -> AsyncIterator[tuple]:
+    """The frontend's app and core client over one end of a socketpair, the test's `CoreEnd`
+    over the other; both ends are closed after the test."""
     ours, theirs = socket.socketpair()
     for sock in (ours, theirs):
         sock.setblocking(False)
-    config = FrontendConfig("127.0.0.1", 0, HttpOptions(), 5.0, None, otel=otel)
+    config = FrontendConfig("127.0.0.1", 0, HttpOptions(), 5.0, None, propagates_context=propagates_context)
     core = CoreClient()
     app = build_app(config, core)
     core.channel = await Channel.over(ours, core.receive, core.lost)
-    return app, core, CoreEnd(theirs)
+    try:
+        yield app, core, CoreEnd(theirs)
+    finally:
+        core.channel.close()
+        theirs.close()
+        await asyncio.sleep(0)  # the transport closes its socket on the loop's next turn
 
 
 def _request(app, body: bytes, headers: dict[str, str]) -> HttpRequest:
@@ -89,24 +99,24 @@ async def _run_as_core(app, core, end: CoreEnd, request: HttpRequest) -> tuple[t
     return message, await handled
 
 
-@pytest.mark.parametrize("otel", [False, True])
-async def test_a_json_request_is_decoded_in_the_frontend(otel):
-    app, core, end = await _frontend(otel)
-    request = _request(app, _json_body(), {"content-type": "application/json", "traceparent": TRACEPARENT})
-    message, response = await _run_as_core(app, core, end, request)
+@pytest.mark.parametrize("propagates_context", [False, True])
+async def test_a_json_request_is_decoded_in_the_frontend(propagates_context):
+    async with _frontend(propagates_context) as (app, core, end):
+        request = _request(app, _json_body(), {"content-type": "application/json", "traceparent": TRACEPARENT})
+        message, response = await _run_as_core(app, core, end, request)
     assert message[0] == "infer"
     sent = unpack_request(message[2])
     assert sent.model_name == "identity" and sent.inputs[0].data.tolist() == VALUES.tolist()
-    assert sent.trace_parent == ({"traceparent": TRACEPARENT} if otel else None)
+    assert sent.trace_parent == ({"traceparent": TRACEPARENT} if propagates_context else None)
     assert response.status == 200
     assert orjson.loads(response.body)["outputs"][0]["data"] == VALUES.ravel().tolist()
 
 
 async def test_a_binary_request_is_decoded_in_the_frontend_and_answered_in_binary():
-    app, core, end = await _frontend()
     body, header_length = _binary_body()
-    request = _request(app, body, {"inference-header-content-length": str(header_length)})
-    message, response = await _run_as_core(app, core, end, request)
+    async with _frontend() as (app, core, end):
+        request = _request(app, body, {"inference-header-content-length": str(header_length)})
+        message, response = await _run_as_core(app, core, end, request)
     assert message[0] == "infer"
     assert unpack_request(message[2]).inputs[0].data.tolist() == VALUES.tolist()
     assert response.status == 200 and b"".join(response.tail) == VALUES.tobytes()
@@ -114,9 +124,9 @@ async def test_a_binary_request_is_decoded_in_the_frontend_and_answered_in_binar
 
 async def test_a_raw_body_goes_to_the_core_whole():
     """Its shape is the model's, which only the core knows."""
-    app, core, end = await _frontend()
-    request = _request(app, VALUES.tobytes(), {"inference-header-content-length": "0"})
-    message, response = await _run_as_core(app, core, end, request)
+    async with _frontend() as (app, core, end):
+        request = _request(app, VALUES.tobytes(), {"inference-header-content-length": "0"})
+        message, response = await _run_as_core(app, core, end, request)
     assert message[0] == "http" and message[2:4] == ("POST", PATH)
     assert message[5] == VALUES.tobytes()
     assert response.stream is not None  # the core's own answer is relayed as it comes
