@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 
 from openinfer.bench.openai.client import Record
@@ -55,6 +56,26 @@ def test_validation() -> None:
         check([], specs, None)
     with pytest.raises(ValidationError, match="elements"):
         check([Received("OUTPUT0", "FP32", [1, 5], raw=arr.tobytes())], specs, None)
+
+
+def test_validation_takes_both_spellings_of_float32_answers() -> None:
+    """Triton writes an FP32 value as its double, orjson (openinfer) as the float32's shortest
+    decimal; both are exact, and both must be taken by the cheap list comparison, or the load
+    generator spends more on one server's answers than on another's."""
+    specs = [TensorSpec("OUTPUT0", "FP32", (-1, -1))]
+    arr = np.array([[0.5385743, 0.021654963, 1e-08, 3.4e38]], dtype=np.float32)
+    expected = Tensor("OUTPUT0", "FP32", arr)
+    as_doubles = arr.reshape(-1).tolist()
+    as_shortest = orjson.loads(orjson.dumps(arr.reshape(-1), option=orjson.OPT_SERIALIZE_NUMPY))
+    assert as_doubles != as_shortest
+    assert as_doubles in expected.json_spellings and as_shortest in expected.json_spellings
+    for data in (as_doubles, as_shortest):
+        check([Received("OUTPUT0", "FP32", [1, 4], data=data)], specs, [expected])
+    with pytest.raises(ValidationError, match="differs"):
+        check([Received("OUTPUT0", "FP32", [1, 4], data=[*as_shortest[:3], 3.3e38])], specs, [expected])
+    # Values a double spells exactly have one spelling; other datatypes keep theirs.
+    assert Tensor("OUTPUT0", "FP32", np.arange(4, dtype=np.float32)).json_spellings == ([0.0, 1.0, 2.0, 3.0],)
+    assert Tensor("OUTPUT0", "INT32", np.arange(4, dtype=np.int32)).json_spellings == ([0, 1, 2, 3],)
 
 
 def test_stability_and_summary() -> None:
