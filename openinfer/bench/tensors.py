@@ -67,15 +67,11 @@ class Tensor:
         return self.raw()
 
     @cached_property
-    def list_cached(self) -> list[Any]:
-        return self.json_data()
-
-    @cached_property
     def json_spellings(self) -> tuple[list[Any], ...]:
         """The lists a correct JSON answer parses to, as servers write it: each FP32 or FP16
         value as its double (Triton) or as the shortest decimal of the narrow value (orjson,
         numpy). Validation takes these without numpy; any other spelling is compared with it."""
-        exact = self.list_cached
+        exact = self.json_data()
         if self.datatype not in ("FP32", "FP16"):
             return (exact,)
         shortest = [float(str(v)) for v in self.array.reshape(-1)]
