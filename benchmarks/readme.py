@@ -7,6 +7,7 @@ and nothing a person wrote around it.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -37,8 +38,16 @@ def summary(results_text: str) -> str:
     if lines and lines[0].startswith("# "):
         lines = lines[1:]
     text = "\n\n".join(["\n".join(lines).strip(), *llm_sections(results_text)])
-    # Pictures are linked relative to benchmarks/; the README sits one folder up.
-    return text.replace("](charts/", "](benchmarks/charts/")
+    return RELATIVE_LINK.sub(_from_repository_root, text)
+
+
+#: A Markdown link or picture whose target is a path relative to the page (not a URL or an anchor).
+RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
+
+
+def _from_repository_root(match: re.Match[str]) -> str:
+    """RESULTS.md links from benchmarks/; the README sits one folder up."""
+    return f"]({posixpath.normpath(posixpath.join('benchmarks', match.group(1)))})"
 
 
 def update(results_text: str, readme: Path = README) -> bool:

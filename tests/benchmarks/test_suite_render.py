@@ -126,3 +126,12 @@ def test_a_run_of_the_llm_row_alone_replaces_only_the_llm_sections() -> None:
     assert "old" not in updated and updated.endswith("## LLM: openinfer against peers\n\nnew\n")
     assert [s.split("\n", 1)[0] for s in readme.llm_sections(updated)] == [
         "## LLM: in-process", "## LLM: openinfer against peers"]
+
+
+def test_readme_summary_links_from_the_repository_root() -> None:
+    links = ("![chart](charts/a.svg) [design](../docs/multicore.md#the-design) [up](#every-run) "
+             "[peer](https://example.org/x.md)")
+    text = render([_cell("triton", 1000), _cell("openinfer", 800)], {}, SETTINGS)
+    summary = readme.summary(text.replace("\n## Every run", f"\n{links}\n\n## Every run", 1))
+    assert ("![chart](benchmarks/charts/a.svg) [design](docs/multicore.md#the-design) [up](#every-run) "
+            "[peer](https://example.org/x.md)") in summary
