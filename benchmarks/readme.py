@@ -31,6 +31,15 @@ def with_llm_sections(results_text: str, llm_text: str) -> str:
     return head.rstrip("\n") + "\n\n" + llm_text.strip() + "\n"
 
 
+#: A Markdown link or picture whose target is a path relative to the page (not a URL or an anchor).
+RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
+
+
+def _from_repository_root(match: re.Match[str]) -> str:
+    """RESULTS.md links from benchmarks/; the README sits one folder up."""
+    return f"]({posixpath.normpath(posixpath.join('benchmarks', match.group(1)))})"
+
+
 def summary(results_text: str) -> str:
     """RESULTS.md without its per-run listing and its title, its LLM sections kept."""
     head = results_text.split("\n## Every run", 1)[0]
@@ -39,15 +48,6 @@ def summary(results_text: str) -> str:
         lines = lines[1:]
     text = "\n\n".join(["\n".join(lines).strip(), *llm_sections(results_text)])
     return RELATIVE_LINK.sub(_from_repository_root, text)
-
-
-#: A Markdown link or picture whose target is a path relative to the page (not a URL or an anchor).
-RELATIVE_LINK = re.compile(r"\]\((?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)\)")
-
-
-def _from_repository_root(match: re.Match[str]) -> str:
-    """RESULTS.md links from benchmarks/; the README sits one folder up."""
-    return f"]({posixpath.normpath(posixpath.join('benchmarks', match.group(1)))})"
 
 
 def update(results_text: str, readme: Path = README) -> bool:

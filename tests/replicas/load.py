@@ -14,9 +14,9 @@ import numpy as np
 #: gRPC's own retry policy for UNAVAILABLE (a replica refusing new work while it shuts down
 #: answers in-band, where a balancer cannot see it): the client tries the balancer again. gRPC
 #: allows at most 5 attempts and draws each wait at random up to the current backoff, so the
-#: backoffs must add up to more than the balancer needs to mark a replica down (3 failed checks
-#: 300 ms apart); with 0.05 s doubling to 0.5 s, one of 7,444 calls in a rolling restart ran out of attempts
-#: while the balancer still sent a share of them to the replica that was shutting down.
+#: backoffs must add up to more than the balancer takes to mark a replica down (`fall` checks
+#: `inter` apart in `cluster.HAPROXY_CONFIG`); shorter ones let a call spend all its attempts
+#: on the replica that is shutting down.
 GRPC_RETRY = json.dumps({
     "methodConfig": [{
         "name": [{"service": "inference.GRPCInferenceService"}],
